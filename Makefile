@@ -1,0 +1,30 @@
+# Two commands do all set-up on a fresh machine (Python 3.11+, Java 17 and Maven present):
+#   make demo   - start a local Kafka broker and run the demo ingestion
+#   make test   - run the whole test suite against a real broker and real Spark
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: test demo lint setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q -U pip
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	touch $@
+
+test: setup
+	$(VENV)/bin/pytest
+
+lint: setup
+	$(VENV)/bin/ruff check airflow_provider_kafka_spark tests dags benchmarks tools
+	$(VENV)/bin/mypy airflow_provider_kafka_spark/offsets airflow_provider_kafka_spark/spark
+
+demo: setup
+	$(VENV)/bin/python tools/demo.py
+
+clean:
+	rm -rf $(VENV) .cache

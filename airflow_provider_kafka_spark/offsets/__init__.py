@@ -1,0 +1,62 @@
+"""The offset core: specs, subscriptions, resolved ranges, resolution and commits.
+
+No Airflow and no Spark here: only confluent-kafka. Usable from any Python job::
+
+    from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
+
+    ranges = resolve_offsets(
+        {"bootstrap.servers": "127.0.0.1:9092"},
+        Subscription.topics(["orders"]),
+        "timestamp:2024-05-01T00:00:00Z",
+        "timestamp:2024-05-01T01:00:00Z",
+    )
+"""
+
+from airflow_provider_kafka_spark.offsets.config import consumer_config
+from airflow_provider_kafka_spark.offsets.errors import (
+    CommitError,
+    DataLossError,
+    KafkaSparkError,
+    OffsetResolutionError,
+    OffsetSpecError,
+)
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
+from airflow_provider_kafka_spark.offsets.resolve import (
+    admin_client,
+    commit_offsets,
+    list_partitions,
+    resolve_offsets,
+)
+from airflow_provider_kafka_spark.offsets.specs import (
+    Committed,
+    Earliest,
+    Latest,
+    OffsetSpec,
+    SpecificOffsets,
+    Timestamp,
+    parse_offset_spec,
+)
+from airflow_provider_kafka_spark.offsets.subscription import Subscription
+
+__all__ = [
+    "CommitError",
+    "Committed",
+    "DataLossError",
+    "Earliest",
+    "KafkaSparkError",
+    "Latest",
+    "OffsetRanges",
+    "OffsetResolutionError",
+    "OffsetSpec",
+    "OffsetSpecError",
+    "PartitionRange",
+    "SpecificOffsets",
+    "Subscription",
+    "Timestamp",
+    "admin_client",
+    "commit_offsets",
+    "consumer_config",
+    "list_partitions",
+    "parse_offset_spec",
+    "resolve_offsets",
+]

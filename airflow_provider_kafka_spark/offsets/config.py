@@ -1,0 +1,58 @@
+"""The one place that turns a user's librdkafka config into a client config.
+
+The user config is the same dict as the ``extra`` JSON of Airflow's ``kafka`` connection.
+Secrets in it never reach a log line or an exception message: errors only name keys.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
+
+IsolationLevel = Literal["read_committed", "read_uncommitted"]
+ISOLATION_LEVELS: tuple[str, ...] = ("read_committed", "read_uncommitted")
+
+# Keys a bounded reader must own: offsets move only through commit_offsets().
+_CONSUMER_OVERRIDES: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": True,
+    "auto.offset.reset": "error",
+}
+
+
+def check_isolation_level(isolation_level: str) -> IsolationLevel:
+    """Return ``isolation_level`` if valid, else raise :class:`OffsetSpecError`."""
+    if isolation_level not in ISOLATION_LEVELS:
+        raise OffsetSpecError(
+            f"isolation_level={isolation_level!r} is not valid; use one of {ISOLATION_LEVELS}."
+        )
+    return isolation_level  # type: ignore[return-value]
+
+
+def client_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``kafka_config`` for an admin client; requires ``bootstrap.servers``."""
+    if not isinstance(kafka_config, Mapping):
+        raise OffsetSpecError(
+            f"kafka_config must be a dict of librdkafka settings, got {type(kafka_config).__name__}."
+        )
+    config = {str(k): v for k, v in kafka_config.items()}
+    if not config.get("bootstrap.servers"):
+        raise OffsetSpecError(
+            "kafka_config has no 'bootstrap.servers'; set it, e.g. {'bootstrap.servers': 'host:9092'}."
+        )
+    return config
+
+
+def consumer_config(
+    kafka_config: Mapping[str, Any], *, isolation_level: str, group_id: str | None = None
+) -> dict[str, Any]:
+    """Config for a bounded, ``assign()``-only consumer that never commits by itself."""
+    config = client_config(kafka_config)
+    config.update(_CONSUMER_OVERRIDES)
+    config["isolation.level"] = check_isolation_level(isolation_level)
+    # librdkafka requires a group.id for a consumer, even one that only uses assign().
+    config["group.id"] = group_id or config.get("group.id") or "airflow-provider-kafka-spark"
+    return config

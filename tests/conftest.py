@@ -1,0 +1,105 @@
+"""Shared fixtures: one real Kafka broker and (lazily) one local Spark session per test run.
+
+The broker is started by ``scripts/kafka-broker`` unless ``KAFKA_BOOTSTRAP_SERVERS`` points at
+an external one (e.g. ``docker compose up kafka``). Every test creates its own random topics.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+BROKER_SCRIPT = ROOT / "scripts" / "kafka-broker"
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``bootstrap.servers`` of the broker the tests use."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    run_dir = tmp_path_factory.mktemp("kafka-broker")
+    out = subprocess.run(
+        [sys.executable, str(BROKER_SCRIPT), "start", "--dir", str(run_dir),
+         "--port", str(_free_port())],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    try:
+        yield out.strip().split("=", 1)[1]
+    finally:
+        subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", str(run_dir)],
+                       check=True)
+
+
+@pytest.fixture(scope="session")
+def kafka_config(kafka_bootstrap: str) -> dict[str, Any]:
+    """The librdkafka config every test client uses."""
+    return {"bootstrap.servers": kafka_bootstrap}
+
+
+@pytest.fixture(scope="session")
+def kafka_admin(kafka_config: dict[str, Any]) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(kafka_config)
+
+
+@pytest.fixture
+def new_topic(kafka_admin: Any) -> Iterator[Callable[..., str]]:
+    """Factory: ``new_topic(partitions=3, **topic_config)`` creates a random topic, deleted after."""
+    from confluent_kafka.admin import NewTopic
+
+    created: list[str] = []
+
+    def create(partitions: int = 3, prefix: str = "t", **config: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+        futures = kafka_admin.create_topics(
+            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)]
+        )
+        futures[name].result(timeout=30)
+        created.append(name)
+        return name
+
+    yield create
+    if created:
+        for future in kafka_admin.delete_topics(created).values():
+            future.result(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local[2] SparkSession for the whole run (it takes seconds to start)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("airflow-provider-kafka-spark-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
