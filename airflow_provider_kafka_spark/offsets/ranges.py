@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level
@@ -62,7 +62,7 @@ class OffsetRanges:
     stopping: str = ""
     isolation_level: str = "read_committed"
     group_id: str | None = None
-    resolved_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
+    resolved_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     lost: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -95,7 +95,7 @@ class OffsetRanges:
         """A JSON-ready dict (``"version": 1``); what the resolve operator pushes to XCom."""
         return {
             "version": FORMAT_VERSION,
-            "resolved_at": self.resolved_at.astimezone(timezone.utc).isoformat(),
+            "resolved_at": self.resolved_at.astimezone(UTC).isoformat(),
             "starting": self.starting,
             "stopping": self.stopping,
             "isolation_level": self.isolation_level,

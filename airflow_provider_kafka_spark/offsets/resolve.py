@@ -16,6 +16,7 @@ from typing import Any, Literal
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
     IsolationLevel,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -45,6 +46,18 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 OnDataLoss = Literal["fail", "skip"]
+
+# Leadership not settled yet (e.g. right after topic creation); librdkafka's admin results do
+# not always flag these as retriable.
+_TRANSIENT_CODES = frozenset({
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+})
 
 # librdkafka's OFFSET_INVALID: the group has no committed offset for the partition.
 _NO_COMMITTED_OFFSET = -1001
@@ -290,6 +303,11 @@ def _offsets_for(
     return {k: spec.offsets[k] if k in spec.offsets else defaults[k] for k in partitions}
 
 
+def _is_retriable(exc: KafkaException) -> bool:
+    error = exc.args[0]
+    return bool(error.retriable()) or error.code() in _TRANSIENT_CODES
+
+
 class _OffsetLookup:
     """Answers offset questions for a fixed partition list, one batched request per kind."""
 
@@ -309,22 +327,40 @@ class _OffsetLookup:
         return remaining
 
     def offsets(self, kind: str | int) -> dict[Key, int]:
-        """``kind`` is ``"earliest"``, ``"latest"`` or a timestamp in epoch millis."""
+        """``kind`` is ``"earliest"``, ``"latest"`` or a timestamp in epoch millis.
+
+        One batched request for all partitions; partitions answering with a retriable error
+        (e.g. no leader yet, right after topic creation) are asked again until the deadline.
+        """
         if kind not in self._cache:
             spec = (KafkaOffsetSpec.earliest() if kind == "earliest"
                     else KafkaOffsetSpec.latest() if kind == "latest"
                     else KafkaOffsetSpec.for_timestamp(int(kind)))
             level = (IsolationLevel.READ_COMMITTED if self.isolation_level == "read_committed"
                      else IsolationLevel.READ_UNCOMMITTED)
-            futures = self.admin.list_offsets(
-                {TopicPartition(t, p): spec for t, p in self.partitions},
-                isolation_level=level,
-                request_timeout=self._remaining(),
-            )
-            self._cache[kind] = {
-                (tp.topic, tp.partition): self._result(f, f"list_offsets({kind})").offset
-                for tp, f in futures.items()
-            }
+            found: dict[Key, int] = {}
+            pending = self.partitions
+            while pending:
+                futures = self.admin.list_offsets(
+                    {TopicPartition(t, p): spec for t, p in pending},
+                    isolation_level=level,
+                    request_timeout=self._remaining(),
+                )
+                retry: list[Key] = []
+                for tp, future in futures.items():
+                    key = (tp.topic, tp.partition)
+                    try:
+                        found[key] = future.result(timeout=self._remaining()).offset
+                    except KafkaException as exc:
+                        if not _is_retriable(exc):
+                            raise OffsetResolutionError(
+                                f"list_offsets({kind}) failed for {key[0]}/{key[1]}: {exc}."
+                            ) from None
+                        retry.append(key)
+                pending = sorted(retry)
+                if pending:
+                    time.sleep(min(0.2, self._remaining()))
+            self._cache[kind] = found
         return self._cache[kind]
 
     def committed(self, group_id: str) -> dict[Key, int]:

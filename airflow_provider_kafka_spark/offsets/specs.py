@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
@@ -88,13 +88,13 @@ class Timestamp:
                 f"datetime {moment.isoformat()} has no time zone, so it is ambiguous; "
                 "pass an aware datetime (e.g. pendulum.datetime(..., tz='UTC'))."
             )
-        delta = moment - datetime(1970, 1, 1, tzinfo=timezone.utc)
+        delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
         return cls(delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000)
 
     @property
     def datetime(self) -> datetime:
         """The instant as an aware UTC datetime."""
-        return datetime.fromtimestamp(self.millis / 1000, tz=timezone.utc)
+        return datetime.fromtimestamp(self.millis / 1000, tz=UTC)
 
     def __str__(self) -> str:
         return "timestamp:" + self.datetime.isoformat(timespec="milliseconds").replace(

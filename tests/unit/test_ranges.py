@@ -1,5 +1,5 @@
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -19,7 +19,7 @@ def sample() -> OffsetRanges:
         stopping="latest",
         isolation_level="read_uncommitted",
         group_id="g",
-        resolved_at=datetime(2024, 5, 1, 3, tzinfo=timezone.utc),
+        resolved_at=datetime(2024, 5, 1, 3, tzinfo=UTC),
         lost={("a", 0): 7},
     )
 

@@ -1,4 +1,4 @@
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pendulum
 import pytest
@@ -82,4 +82,4 @@ def test_str_round_trips(spec):
 
 def test_timestamp_str_is_readable_utc():
     assert str(Timestamp(1_714_521_600_000)) == "timestamp:2024-05-01T00:00:00.000Z"
-    assert Timestamp(1_714_521_600_000).datetime == datetime(2024, 5, 1, tzinfo=timezone.utc)
+    assert Timestamp(1_714_521_600_000).datetime == datetime(2024, 5, 1, tzinfo=UTC)

@@ -1,0 +1,325 @@
+"""Every resolution rule, checked against a real broker's answers on exactly arranged data.
+
+The module's topic has 3 partitions, all timestamps explicit (CreateTime), one minute apart:
+  p0: 10 plain records                          offsets 0..9   ts 0..9 min
+  p1: committed txn (4 records) + its marker    offsets 0..3   ts 0..3 min, marker at 4
+      aborted txn (3 records) + its marker      offsets 5..7   ts 4..6 min, marker at 8
+      3 plain records                           offsets 9..11  ts 7..9 min
+  p2: 5 plain records                           offsets 0..4   ts 0..4 min
+      an OPEN transaction, left hanging         offsets 5..6   ts 5..6 min  (LSO 5 < HW 7)
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, IsolationLevel, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from airflow_provider_kafka_spark.offsets import (
+    CommitError,
+    DataLossError,
+    OffsetRanges,
+    OffsetResolutionError,
+    OffsetSpecError,
+    PartitionRange,
+    SpecificOffsets,
+    Subscription,
+    Timestamp,
+    commit_offsets,
+    resolve_offsets,
+)
+from tests.kafka_data import (
+    MINUTE_MS,
+    consume_all,
+    high_watermarks,
+    produce,
+    transactional_producer,
+    wait_for_markers,
+)
+
+pytestmark = pytest.mark.integration
+
+BASE = (int(time.time() * 1000) - 3 * 3600 * 1000) // MINUTE_MS * MINUTE_MS
+
+
+def at(minute: float) -> int:
+    return BASE + int(minute * MINUTE_MS)
+
+
+@pytest.fixture(scope="module")
+def topic(kafka_config: dict[str, Any], kafka_admin: AdminClient):
+    name = f"resolve-{uuid.uuid4().hex[:10]}"
+    kafka_admin.create_topics([NewTopic(name, 3, 1)])[name].result(30)
+    produce(kafka_config, name, [(0, f"p0-{i}".encode(), b"v", at(i)) for i in range(10)])
+
+    tx = transactional_producer(kafka_config)
+    tx.begin_transaction()
+    produce(kafka_config, name, [(1, f"c-{i}".encode(), b"v", at(i)) for i in range(4)], tx)
+    tx.commit_transaction(30)
+    wait_for_markers(kafka_admin, name, 3)
+    tx.begin_transaction()
+    produce(kafka_config, name, [(1, f"a-{i}".encode(), b"v", at(4 + i)) for i in range(3)], tx)
+    assert tx.flush(30) == 0  # abort_transaction() would purge records not yet sent
+    tx.abort_transaction(30)
+    wait_for_markers(kafka_admin, name, 3)
+    produce(kafka_config, name, [(1, f"p1-{i}".encode(), b"v", at(7 + i)) for i in range(3)])
+
+    produce(kafka_config, name, [(2, f"p2-{i}".encode(), b"v", at(i)) for i in range(5)])
+    hanging = transactional_producer(kafka_config)
+    hanging.begin_transaction()
+    produce(kafka_config, name, [(2, f"open-{i}".encode(), b"v", at(5 + i)) for i in range(2)],
+            hanging)
+    assert hanging.flush(30) == 0
+    yield name
+    hanging.abort_transaction(30)
+    kafka_admin.delete_topics([name])[name].result(30)
+
+
+def resolve(config: dict[str, Any], topic: str, start: object, stop: object,
+            **kwargs: Any) -> dict[int, tuple[int, int]]:
+    ranges = resolve_offsets(config, Subscription.topics([topic]), start, stop, **kwargs)
+    assert all(r.topic == topic for r in ranges)
+    return {r.partition: (r.start, r.stop) for r in ranges}
+
+
+def test_layout_is_as_arranged(kafka_config, kafka_admin, topic):
+    hw = high_watermarks(kafka_admin, topic, 3, IsolationLevel.READ_UNCOMMITTED)
+    lso = high_watermarks(kafka_admin, topic, 3, IsolationLevel.READ_COMMITTED)
+    assert hw == {0: 10, 1: 12, 2: 7}
+    assert lso == {0: 10, 1: 12, 2: 5}  # the open transaction holds p2's LSO below its HW
+    offsets = {(p, o) for p, o, *_ in consume_all(kafka_config, topic, 3)}
+    # p1's offsets 4 and 8 are transaction markers: no record is there.
+    assert {o for p, o in offsets if p == 1} == set(range(12)) - {4, 8}
+
+
+def test_earliest_and_latest_follow_the_isolation_level(kafka_config, topic):
+    assert resolve(kafka_config, topic, "earliest", "latest") == {0: (0, 10), 1: (0, 12), 2: (0, 5)}
+    assert resolve(kafka_config, topic, "earliest", "latest",
+                   isolation_level="read_uncommitted") == {0: (0, 10), 1: (0, 12), 2: (0, 7)}
+
+
+def test_result_metadata_and_json(kafka_config, topic):
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest",
+                             "timestamp:" + str(at(3)), isolation_level="read_committed")
+    assert ranges.starting == "earliest"
+    assert ranges.stopping == str(Timestamp(at(3)))
+    assert ranges.isolation_level == "read_committed"
+    assert ranges.group_id is None and ranges.lost == {}
+    assert [(r.topic, r.partition) for r in ranges] == [(topic, 0), (topic, 1), (topic, 2)]
+    assert OffsetRanges.from_json(ranges.to_json()) == ranges
+
+
+def test_timestamp_interval_is_exactly_the_records_in_it(kafka_config, topic):
+    subscription = Subscription.partitions([(topic, 0), (topic, 2)])
+    ranges = resolve_offsets(kafka_config, subscription, Timestamp(at(3)), Timestamp(at(7)))
+    got = {r.partition: (r.start, r.stop) for r in ranges}
+    assert got == {0: (3, 7), 2: (3, 5)}  # p2 stops at its LSO: the open txn is not readable
+    records = consume_all(kafka_config, topic, 3, isolation_level="read_committed")
+    for partition, (start, stop) in got.items():
+        in_interval = {o for p, o, _, _, ts in records if p == partition and at(3) <= ts < at(7)}
+        assert in_interval == set(range(start, stop))
+
+
+def test_timestamps_outside_the_data(kafka_config, topic):
+    before, after = Timestamp(at(-60)), Timestamp(at(60))
+    subscription = Subscription.partitions([(topic, 0), (topic, 2)])
+    ranges = resolve_offsets(kafka_config, subscription, before, after)
+    assert [(r.start, r.stop) for r in ranges] == [(0, 10), (0, 5)]
+    empty = resolve_offsets(kafka_config, subscription, after, Timestamp(at(61)))
+    assert [(r.start, r.stop) for r in empty] == [(10, 10), (5, 5)]
+    assert empty.is_empty()
+
+
+def test_timestamp_lookup_matches_the_broker_and_sees_transaction_markers(
+    kafka_config, kafka_admin, topic
+):
+    # Kafka's timestamp index includes control batches, whose timestamp is the commit time
+    # (now): on p1 any T after the committed records lands on the commit marker at offset 4.
+    for minute in (0, 2, 3.5, 5, 8, 9.5):
+        tp = TopicPartition(topic, 1)
+        broker = kafka_admin.list_offsets(
+            {tp: OffsetSpec.for_timestamp(at(minute))},
+            isolation_level=IsolationLevel.READ_COMMITTED,
+        )[tp].result(30).offset
+        got = resolve(kafka_config, topic, Timestamp(at(minute)), "latest")[1][0]
+        assert got == (broker if broker >= 0 else 12)
+    assert resolve(kafka_config, topic, Timestamp(at(3.5)), "latest")[1] == (4, 12)
+
+
+def test_committed_needs_a_group_id(kafka_config, topic):
+    with pytest.raises(OffsetSpecError, match="needs group_id"):
+        resolve(kafka_config, topic, "committed", "latest")
+    with pytest.raises(OffsetSpecError, match="needs group_id"):
+        resolve(kafka_config, topic, SpecificOffsets({(topic, 0): 1}, default="committed"),
+                "latest")
+
+
+def test_committed_offsets_and_reset_strategies(kafka_config, topic):
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(OffsetResolutionError, match="no committed offset for 3 partition") as err:
+        resolve(kafka_config, topic, "committed", "latest", group_id=group)
+    assert f"{topic}/0" in str(err.value) and "committed:earliest" in str(err.value)
+    assert resolve(kafka_config, topic, "committed:earliest", "latest", group_id=group) == {
+        0: (0, 10), 1: (0, 12), 2: (0, 5)}
+    assert resolve(kafka_config, topic, "committed:latest", "latest", group_id=group) == {
+        0: (10, 10), 1: (12, 12), 2: (5, 5)}
+
+    first = resolve_offsets(kafka_config, Subscription.partitions([(topic, 0), (topic, 1)]),
+                            "earliest", Timestamp(at(2)), group_id=group)
+    assert commit_offsets(kafka_config, group, first) == {(topic, 0): 2, (topic, 1): 2}
+    # Partition 2 was never committed: the reset strategy covers it, the others resume.
+    assert resolve(kafka_config, topic, "committed:earliest", "latest", group_id=group) == {
+        0: (2, 10), 1: (2, 12), 2: (0, 5)}
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "committed:earliest",
+                             "latest", group_id=group)
+    assert ranges.group_id == group
+    commit_offsets(kafka_config, group, ranges.to_json())
+    assert resolve(kafka_config, topic, "committed", "latest", group_id=group) == {
+        0: (10, 10), 1: (12, 12), 2: (5, 5)}
+    # Committed as the stopping spec too.
+    assert resolve(kafka_config, topic, "earliest", "committed", group_id=group) == {
+        0: (0, 10), 1: (0, 12), 2: (0, 5)}
+
+
+def test_commit_refused_while_the_group_has_active_members(kafka_config, topic):
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    consumer = Consumer({**kafka_config, "group.id": group, "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    deadline = time.monotonic() + 30
+    while not consumer.assignment() and time.monotonic() < deadline:
+        consumer.poll(0.2)
+    assert consumer.assignment()
+    ranges = OffsetRanges((PartitionRange(topic, 0, 0, 3),))
+    try:
+        with pytest.raises(CommitError, match="active member"):
+            commit_offsets(kafka_config, group, ranges)
+    finally:
+        consumer.close()
+    with pytest.raises(OffsetResolutionError):
+        resolve(kafka_config, topic, "committed", "latest", group_id=group)
+
+
+def test_explicit_offsets(kafka_config, topic):
+    explicit = {topic: {"0": 3, "1": 5, "2": 1}}
+    assert resolve(kafka_config, topic, explicit, "latest") == {0: (3, 10), 1: (5, 12), 2: (1, 5)}
+    assert resolve(kafka_config, topic, f'{{"{topic}": {{"1": 6}}, "*": "latest"}}', "latest") == {
+        0: (10, 10), 1: (6, 12), 2: (5, 5)}
+    assert resolve(kafka_config, topic, "earliest", {topic: {"0": 10, "1": 0, "2": 5}}) == {
+        0: (0, 10), 1: (0, 0), 2: (0, 5)}
+
+
+@pytest.mark.parametrize(
+    ("start", "stop", "kwargs", "message"),
+    [
+        ("earliest", {"T": {"0": 11, "1": 0, "2": 0}}, {}, r"beyond the end of the log.*/0: 11"),
+        # p2 offset 6 exists, but is not readable under read_committed (LSO 5).
+        ({"T": {"0": 0, "1": 0, "2": 6}}, "latest", {}, r"beyond.*/2: 6 > latest 5"),
+        ({"T": {"0": 1}}, "latest", {}, r"do not list 2 subscribed partition"),
+        ({"T": {"0": 1, "1": 1, "2": 1, "3": 0}}, "latest", {}, r"not subscribed or do not exist"),
+        ({"T": {"0": 5, "1": 5, "2": 5}}, {"T": {"0": 4, "1": 5, "2": 5}}, {},
+         r"after the stopping offsets for 1 partition.*/0 start 5 > stop 4"),
+        ("latest", "earliest", {}, r"after the stopping offsets for 3 partition"),
+        (Timestamp(at(5)), Timestamp(at(4)), {}, "starting time .* is after the stopping time"),
+        ("earliest", "latest", {"isolation_level": "dirty"}, "isolation_level='dirty'"),
+        ("earliest", "latest", {"on_data_loss": "ignore"}, "on_data_loss='ignore'"),
+        ("soonest", "latest", {}, "unknown offset spec 'soonest'"),
+    ],
+)
+def test_bad_input_is_a_clear_error(kafka_config, topic, start, stop, kwargs, message):
+    def fill(spec: object) -> object:
+        return {topic: spec["T"]} if isinstance(spec, dict) else spec
+
+    with pytest.raises((OffsetSpecError, OffsetResolutionError), match=message):
+        resolve(kafka_config, topic, fill(start), fill(stop), **kwargs)
+
+
+def test_unknown_topics_and_patterns(kafka_config, kafka_admin, topic):
+    with pytest.raises(OffsetResolutionError, match="unknown topic.*does-not-exist"):
+        resolve_offsets(kafka_config, Subscription.topics(["does-not-exist", topic]), "earliest",
+                        "latest")
+    with pytest.raises(OffsetResolutionError, match="matches no topic"):
+        resolve_offsets(kafka_config, Subscription.pattern(f"nothing-{uuid.uuid4().hex}.*"),
+                        "earliest", "latest")
+    with pytest.raises(OffsetResolutionError, match="unknown partition"):
+        resolve_offsets(kafka_config, Subscription.partitions([(topic, 3)]), "earliest",
+                        "latest")
+    # Internal topics are never matched by a pattern.
+    with pytest.raises(OffsetResolutionError, match="matches no topic"):
+        resolve_offsets(kafka_config, Subscription.pattern("__consumer_offsets"), "earliest",
+                        "latest")
+
+
+def test_pattern_subscription(kafka_config, new_topic):
+    prefix = f"pat-{uuid.uuid4().hex[:6]}"
+    a = new_topic(partitions=2, prefix=prefix)
+    b = new_topic(partitions=1, prefix=prefix)
+    new_topic(partitions=1, prefix="other")
+    ranges = resolve_offsets(kafka_config, Subscription.pattern(prefix + "-.*"), "earliest",
+                             "latest")
+    assert [(r.topic, r.partition) for r in ranges] == sorted([(a, 0), (a, 1), (b, 0)])
+
+
+def test_deleted_records_are_data_loss(kafka_config, kafka_admin, new_topic):
+    name = new_topic(partitions=2)
+    produce(kafka_config, name, [(p, None, b"v", at(i)) for p in (0, 1) for i in range(10)])
+    deleted = kafka_admin.delete_records([TopicPartition(name, 0, 4)])
+    for future in deleted.values():
+        future.result(30)
+    subscription = Subscription.topics([name])
+
+    # earliest moves with the log start offset: nothing is lost.
+    ranges = resolve_offsets(kafka_config, subscription, "earliest", "latest")
+    assert [(r.start, r.stop) for r in ranges] == [(4, 10), (0, 10)]
+    assert ranges.lost == {}
+
+    explicit = {name: {"0": 1, "1": 0}}
+    with pytest.raises(DataLossError, match=rf"{name}/0: 3 offset\(s\)") as err:
+        resolve_offsets(kafka_config, subscription, explicit, "latest")
+    assert err.value.lost == {(name, 0): 3}
+
+    skipped = resolve_offsets(kafka_config, subscription, explicit, "latest", on_data_loss="skip")
+    assert [(r.start, r.stop) for r in skipped] == [(4, 10), (0, 10)]
+    assert skipped.lost == {(name, 0): 3}
+    assert OffsetRanges.from_json(skipped.to_json()).lost == {(name, 0): 3}
+
+    # A range wholly below the log start loses all of it; an empty one loses nothing.
+    with pytest.raises(DataLossError) as err:
+        resolve_offsets(kafka_config, subscription, explicit, {name: {"0": 2, "1": 0}})
+    assert err.value.lost == {(name, 0): 1}
+    nothing = resolve_offsets(kafka_config, subscription, {name: {"0": 2, "1": 0}},
+                              {name: {"0": 2, "1": 0}})
+    assert nothing.lost == {} and nothing.is_empty()
+
+    # A committed offset whose data was deleted is data loss too.
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    commit_offsets(kafka_config, group, OffsetRanges((PartitionRange(name, 0, 0, 2),
+                                                      PartitionRange(name, 1, 0, 2))))
+    with pytest.raises(DataLossError) as err:
+        resolve_offsets(kafka_config, subscription, "committed", "latest", group_id=group)
+    assert err.value.lost == {(name, 0): 2}
+
+
+def test_resolution_is_batched_for_many_partitions(kafka_config, new_topic, monkeypatch):
+    name = new_topic(partitions=1200)
+    # Right after creation some partitions have no leader yet: resolution retries just those.
+    resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest")
+    calls: list[int] = []
+    original = AdminClient.list_offsets
+
+    def counting(self, requests, **kwargs):
+        calls.append(len(requests))
+        return original(self, requests, **kwargs)
+
+    monkeypatch.setattr(AdminClient, "list_offsets", counting)
+    started = time.monotonic()
+    ranges = resolve_offsets(kafka_config, Subscription.topics([name]), Timestamp(at(0)),
+                             "latest")
+    elapsed = time.monotonic() - started
+    assert len(ranges) == 1200 and ranges.is_empty()
+    # One request each for earliest, latest and the timestamp: never one per partition.
+    assert sorted(calls) == [1200, 1200, 1200]
+    print(f"resolved 1200 partitions in {elapsed:.2f}s")

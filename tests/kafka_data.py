@@ -1,0 +1,92 @@
+"""Helpers that arrange exact data in the real test broker."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
+
+MINUTE_MS = 60_000
+
+Record = tuple[int, bytes | None, bytes, int]
+"""(partition, key, value, timestamp millis)."""
+
+
+def produce(config: dict[str, Any], topic: str, records: Iterable[Record],
+            producer: Producer | None = None) -> None:
+    """Produce ``records`` in order with explicit CreateTime timestamps and wait for acks."""
+    own = producer is None
+    producer = producer or Producer({**config, "enable.idempotence": True, "linger.ms": 5})
+    failures: list[str] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        if err is not None:
+            failures.append(str(err))
+
+    for partition, key, value, ts in records:
+        producer.produce(topic, value=value, key=key, partition=partition, timestamp=ts,
+                         on_delivery=on_delivery)
+        producer.poll(0)
+    if own:
+        assert producer.flush(30) == 0, "records still in flight after 30 s"
+    assert not failures, failures
+
+
+def transactional_producer(config: dict[str, Any]) -> Producer:
+    producer = Producer({**config, "transactional.id": f"test-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    return producer
+
+
+def high_watermarks(admin: AdminClient, topic: str, partitions: int,
+                    level: IsolationLevel) -> dict[int, int]:
+    tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    futures = admin.list_offsets(tps, isolation_level=level)
+    return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
+
+
+def wait_for_markers(admin: AdminClient, topic: str, partitions: int,
+                     timeout: float = 30.0) -> None:
+    """Wait until the last stable offset reaches the high watermark on every partition.
+
+    The transaction coordinator writes commit/abort markers after commit_transaction()
+    returns, so a test must wait before relying on them.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        lso = high_watermarks(admin, topic, partitions, IsolationLevel.READ_COMMITTED)
+        hw = high_watermarks(admin, topic, partitions, IsolationLevel.READ_UNCOMMITTED)
+        if lso == hw:
+            return
+        assert time.monotonic() < deadline, f"markers not written: lso={lso} hw={hw}"
+        time.sleep(0.05)
+
+
+def consume_all(config: dict[str, Any], topic: str, partitions: int,
+                isolation_level: str = "read_uncommitted") -> list[tuple[int, int, bytes | None,
+                                                                          bytes, int]]:
+    """Every record of ``topic`` as (partition, offset, key, value, timestamp), by offset."""
+    consumer = Consumer({
+        **config, "group.id": f"check-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
+        "enable.partition.eof": True, "isolation.level": isolation_level,
+    })
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    records = []
+    done: set[int] = set()
+    deadline = time.monotonic() + 30
+    while len(done) < partitions and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=1.0):
+            if msg.error():
+                if msg.error().code() == -191:  # _PARTITION_EOF
+                    done.add(msg.partition())
+                    continue
+                raise AssertionError(msg.error())
+            records.append((msg.partition(), msg.offset(), msg.key(), msg.value(),
+                            msg.timestamp()[1]))
+    consumer.close()
+    assert len(done) == partitions, "did not reach the end of every partition"
+    return sorted(records)
