@@ -1,0 +1,423 @@
+"""What one Spark task of ``write_kafka`` does with one partition: produce its rows to Kafka.
+
+Nothing here imports Spark: a task receives ``pyarrow.RecordBatch`` es and a :class:`TaskPlan`
+built on the driver, so the same code runs in a Spark Python worker and in a plain process
+(the kill-point tests drive it both ways).
+
+``exactly_once`` per task (partition index ``i``)::
+
+    init_transactions()            fences every older producer of transactional.id <prefix>-<h>-<i>
+                                   and completes or aborts its transaction
+    read the ledger tail           (read_committed) up to the high watermark seen after the fence
+    if <write_id>/<i> is there:    skip - an earlier attempt committed this task
+    begin_transaction()
+    produce the rows               counting them; fewer than the partition holds -> abort
+    produce the ledger record      last, so the ledger partition is held back only briefly
+    commit_transaction()           output and ledger record become visible together
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from itertools import repeat
+from typing import Any, Literal
+
+import pyarrow as pa
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from airflow_provider_kafka_spark.offsets.config import client_config
+from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.spark.ledger import LedgerEntry, ledger_end_offset, read_ledger
+from airflow_provider_kafka_spark.spark.write_errors import (
+    DeliveryError,
+    InputTruncatedError,
+    ProducerFencedError,
+    TransactionError,
+    TransactionInitTimeoutError,
+    WriteConfigError,
+)
+
+log = logging.getLogger(__name__)
+
+DeliveryGuarantee = Literal["none", "at_least_once", "exactly_once"]
+DELIVERY_GUARANTEES: tuple[str, ...] = ("none", "at_least_once", "exactly_once")
+
+# Keys the sink owns; a user value for them would silently change the guarantee.
+_OWNED_KEYS = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms")
+
+_FENCED_CODES = frozenset(
+    {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+)
+
+
+def producer_config(
+    kafka_config: Mapping[str, Any],
+    guarantee: DeliveryGuarantee,
+    *,
+    transactional_id: str | None = None,
+    transaction_timeout_ms: int | None = None,
+) -> dict[str, Any]:
+    """The librdkafka producer config of one task for ``guarantee``.
+
+    ``none``: ``acks=1``, no idempotence. ``at_least_once``: idempotent, ``acks=all``.
+    ``exactly_once``: additionally ``transactional.id`` and ``transaction.timeout.ms``.
+
+    Raises:
+        WriteConfigError: ``kafka_config`` sets a key the sink owns (``transactional.id``,
+            ``enable.idempotence``, ``acks``, ``transaction.timeout.ms``).
+    """
+    config = client_config(kafka_config)
+    owned = sorted(k for k in _OWNED_KEYS if k in config)
+    if owned:
+        raise WriteConfigError(
+            f"kafka_config sets {owned}, which write_kafka sets from delivery_guarantee / "
+            "transactional_id_prefix / transaction_timeout_ms; remove them from kafka_config."
+        )
+    if guarantee == "none":
+        config.update({"acks": "1", "enable.idempotence": False})
+    else:
+        config.update({"acks": "all", "enable.idempotence": True})
+    if guarantee == "exactly_once":
+        if not transactional_id or transaction_timeout_ms is None:
+            raise WriteConfigError("exactly_once needs a transactional id and a timeout.")
+        config["transactional.id"] = transactional_id
+        config["transaction.timeout.ms"] = int(transaction_timeout_ms)
+    return config
+
+
+def transactional_id(prefix: str, write_id: str, index: int) -> str:
+    """``<prefix>-<first 12 hex digits of sha256(write_id)>-<index>``."""
+    digest = hashlib.sha256(write_id.encode()).hexdigest()[:12]
+    return f"{prefix}-{digest}-{index}"
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything a task needs, built once on the driver and shipped to every task.
+
+    ``kafka_config`` holds the user's client config (possibly secrets): it is excluded from
+    ``repr`` so that it never appears in a log line or a traceback.
+    """
+
+    kafka_config: Mapping[str, Any] = field(repr=False)
+    guarantee: DeliveryGuarantee
+    topic: str | None
+    # exactly_once only:
+    write_id: str | None = None
+    transactional_id_prefix: str | None = None
+    num_partitions: int = 0
+    ledger_topic: str | None = None
+    ledger_partition: int = 0
+    ledger_offset: int = 0
+    committed: frozenset[int] = frozenset()
+    committed_topics: tuple[str, ...] = ()
+    expected_rows: tuple[int, ...] | None = None
+    transaction_timeout_ms: int = 60000
+    init_timeout_s: float = 60.0
+    max_transaction_retries: int = 3
+    retry_buffer_bytes: int = 256 * 1024 * 1024
+
+    def transactional_id(self, index: int) -> str:
+        assert self.transactional_id_prefix and self.write_id
+        return transactional_id(self.transactional_id_prefix, self.write_id, index)
+
+
+@dataclass(frozen=True)
+class TaskOutcome:
+    """What one task did: ``records`` produced (0 when ``skipped``) to ``topics``."""
+
+    index: int
+    records: int
+    skipped: bool
+    topics: tuple[str, ...]
+
+
+def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch]) -> TaskOutcome:
+    """Produce the rows of partition ``index`` with ``plan.guarantee``; see the module doc.
+
+    Raises:
+        DeliveryError: ``at_least_once`` and a record was not acknowledged.
+        TransactionError: (and subclasses) ``exactly_once`` could not commit.
+    """
+    if plan.guarantee == "exactly_once":
+        return _write_exactly_once(plan, index, batches)
+    producer = Producer(producer_config(plan.kafka_config, plan.guarantee))
+    failures: list[KafkaError] = []
+    failed_at: list[tuple[str, int]] = []
+
+    def on_delivery(err: KafkaError | None, msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
+            failed_at.append((msg.topic(), msg.partition()))
+
+    check = on_delivery if plan.guarantee == "at_least_once" else None
+    try:
+        records, topics = _produce_batches(producer, batches, plan.topic, check)
+    except KafkaException as exc:
+        raise DeliveryError(
+            f"task {index}: could not produce a record: {exc.args[0].str()}."
+        ) from None
+    while producer.flush(1.0) > 0:
+        pass
+    if failures:
+        topic, partition = failed_at[0]
+        raise DeliveryError(
+            f"task {index}: {len(failures)} of {records} records were not delivered; first "
+            f"failure on {topic}[{partition}]: {failures[0].str()}. The task fails so that "
+            "Spark (or a re-run) writes the partition again."
+        )
+    return TaskOutcome(index, records, False, tuple(sorted(topics)))
+
+
+def _produce_batches(
+    producer: Producer,
+    batches: Iterable[pa.RecordBatch],
+    topic: str | None,
+    on_delivery: Callable[[KafkaError | None, Any], None] | None,
+) -> tuple[int, set[str]]:
+    """Produce every row; return the row count and the topics written to."""
+    records = 0
+    topics: set[str] = set()
+    produce = producer.produce
+    for batch in batches:
+        n = batch.num_rows
+        if n == 0:
+            continue
+        names = batch.schema.names
+        values = batch.column("value").to_pylist()
+        keys: Iterable[Any] = batch.column("key").to_pylist() if "key" in names else repeat(None)
+        row_topics: Iterable[str]
+        if topic is not None:
+            row_topics = repeat(topic)
+            topics.add(topic)
+        else:
+            column = batch.column("topic")
+            if column.null_count:
+                raise WriteConfigError("a row has a null 'topic'; fill the column or pass topic=.")
+            row_topics = column.to_pylist()
+            topics.update(row_topics)
+        partitions: Iterable[int] = repeat(-1)
+        if "partition" in names:
+            partitions = [-1 if p is None else p for p in batch.column("partition").to_pylist()]
+        timestamps: Iterable[int] = repeat(0)
+        if "timestamp" in names:
+            micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
+            timestamps = [0 if t is None else t // 1000 for t in micros]
+        headers: Iterable[Any] = repeat(None)
+        if "headers" in names:
+            headers = [None if h is None else [(e["key"], e["value"]) for e in h]
+                       for h in batch.column("headers").to_pylist()]
+        for row in zip(row_topics, values, keys, partitions, timestamps, headers, strict=False):
+            t, v, k, p, ts, h = row
+            while True:
+                try:
+                    produce(t, v, k, p, on_delivery=on_delivery, timestamp=ts, headers=h)
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        records += n
+        producer.poll(0)
+    return records, topics
+
+
+class _ReplayableBatches:
+    """The task's input, replayable after an aborted transaction while it fits in a budget.
+
+    The first pass pulls from Spark and keeps the batches; a later pass re-yields the kept ones
+    and continues pulling. Once the kept batches exceed ``budget`` bytes they are dropped and
+    :attr:`replayable` turns false (Spark's task retry then recomputes the partition instead).
+    """
+
+    def __init__(self, source: Iterable[pa.RecordBatch], budget: int) -> None:
+        self._source: Iterator[pa.RecordBatch] = iter(source)
+        self._kept: list[pa.RecordBatch] | None = []
+        self._kept_bytes = 0
+        self._budget = budget
+        self._passes = 0
+
+    @property
+    def replayable(self) -> bool:
+        return self._kept is not None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        self._passes += 1
+        if self._passes > 1:
+            if self._kept is None:
+                raise AssertionError("input replayed after the replay buffer was dropped")
+            yield from list(self._kept)
+        for batch in self._source:
+            if self._kept is not None:
+                self._kept.append(batch)
+                self._kept_bytes += batch.nbytes
+                if self._kept_bytes > self._budget:
+                    self._kept = None
+            yield batch
+
+
+def _write_exactly_once(
+    plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch]
+) -> TaskOutcome:
+    if index in plan.committed:
+        return TaskOutcome(index, 0, True, ())
+    assert plan.ledger_topic is not None and plan.write_id is not None
+    tid = plan.transactional_id(index)
+    producer = Producer(producer_config(
+        plan.kafka_config, "exactly_once", transactional_id=tid,
+        transaction_timeout_ms=plan.transaction_timeout_ms))
+    _init_transactions(producer, tid, plan.init_timeout_s)
+    # After the fence every earlier transaction of this id is decided, its markers written:
+    # reading the ledger up to the current high watermark shows any commit of this task.
+    timeout = plan.transaction_timeout_ms / 1000 + 30
+    high = ledger_end_offset(admin_client(plan.kafka_config), plan.ledger_topic,
+                             plan.ledger_partition, committed=False)
+    view = read_ledger(plan.kafka_config, plan.ledger_topic, plan.ledger_partition,
+                       plan.write_id, start_offset=plan.ledger_offset, until_offset=high,
+                       timeout=timeout)
+    if index in view.entries:
+        log.info("task %d of write %r was committed by an earlier attempt; skipping",
+                 index, plan.write_id)
+        return TaskOutcome(index, 0, True, view.entries[index].topics)
+
+    source = _ReplayableBatches(batches, plan.retry_buffer_bytes)
+    attempt = 0
+    while True:
+        attempt += 1
+        producer.begin_transaction()
+        try:
+            records, topics = _produce_batches(producer, source, plan.topic, None)
+            if plan.expected_rows is not None and records != plan.expected_rows[index]:
+                raise InputTruncatedError(
+                    f"task {index} of write {plan.write_id!r} received {records} rows but its "
+                    f"partition holds {plan.expected_rows[index]}: its input was cut short (an "
+                    "upstream failure in the same Spark task) or the DataFrame is not "
+                    "deterministic per partition. The transaction is aborted; Spark's task "
+                    "retry or a re-run of the write writes the partition."
+                )
+            entry = LedgerEntry(plan.write_id, index, plan.num_partitions, records,
+                                tuple(sorted(topics)))
+            producer.produce(plan.ledger_topic, entry.value(), entry.key(),
+                             plan.ledger_partition)
+            _commit(producer, tid, timeout)
+            return TaskOutcome(index, records, False, entry.topics)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if _is_fenced(err):
+                raise ProducerFencedError(_fenced_message(tid, plan)) from None
+            if not err.txn_requires_abort():
+                _abort_quietly(producer, tid)
+                raise TransactionError(
+                    f"task {index}: transaction of transactional.id {tid!r} failed with a "
+                    f"non-retriable error: {err.str()}."
+                ) from None
+            _abort(producer, tid, plan)
+            if attempt > plan.max_transaction_retries or not source.replayable:
+                why = (f"{attempt} attempts" if source.replayable
+                       else "the partition is larger than retry_buffer_bytes")
+                raise TransactionError(
+                    f"task {index}: transaction of transactional.id {tid!r} was aborted "
+                    f"({err.str()}) and not retried further ({why}). Nothing of this task is "
+                    "visible to read_committed readers; fix the cause and re-run the write."
+                ) from None
+            log.warning("task %d: transaction aborted (%s); retry %d of %d", index, err.str(),
+                        attempt, plan.max_transaction_retries)
+        except BaseException:
+            _abort_quietly(producer, tid)
+            raise
+
+
+def fence_tasks(plan: TaskPlan, indices: Iterable[int]) -> None:
+    """Fence the transactional ids of ``indices``: abort any transaction a crashed attempt left
+    open, so that it stops holding back the last stable offset of the ledger and the output.
+
+    Raises:
+        TransactionError: (and subclasses) see :func:`_init_transactions`.
+    """
+
+    def fence(index: int) -> None:
+        tid = plan.transactional_id(index)
+        producer = Producer(producer_config(
+            plan.kafka_config, "exactly_once", transactional_id=tid,
+            transaction_timeout_ms=plan.transaction_timeout_ms))
+        _init_transactions(producer, tid, plan.init_timeout_s)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(fence, indices))
+
+
+def _init_transactions(producer: Producer, tid: str, timeout: float) -> None:
+    try:
+        producer.init_transactions(timeout)
+    except KafkaException as exc:
+        err = exc.args[0]
+        if err.code() == KafkaError._TIMED_OUT:
+            raise TransactionInitTimeoutError(
+                f"init_transactions() for transactional.id {tid!r} did not finish within "
+                f"{timeout}s. The usual cause is the broker's __transaction_state topic being "
+                "under-replicated: transaction.state.log.min.isr (or "
+                "transaction.state.log.replication.factor) is higher than the number of live "
+                "brokers, so the transaction coordinator cannot write. Check the brokers and "
+                "those settings; if the cluster is only slow, raise init_transactions_timeout_s."
+            ) from None
+        if _is_fenced(err):
+            raise ProducerFencedError(
+                f"init_transactions() for transactional.id {tid!r} was fenced: {err.str()}."
+            ) from None
+        raise TransactionError(
+            f"init_transactions() for transactional.id {tid!r} failed: {err.str()}."
+        ) from None
+
+
+def _commit(producer: Producer, tid: str, timeout: float) -> None:
+    while True:
+        try:
+            producer.commit_transaction(timeout)
+            return
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise
+            log.warning("commit of transactional.id %r: %s; retrying", tid, exc.args[0].str())
+
+
+def _abort(producer: Producer, tid: str, plan: TaskPlan) -> None:
+    try:
+        producer.abort_transaction(plan.transaction_timeout_ms / 1000)
+    except KafkaException as exc:
+        if _is_fenced(exc.args[0]):
+            raise ProducerFencedError(_fenced_message(tid, plan)) from None
+        raise TransactionError(
+            f"could not abort the transaction of transactional.id {tid!r}: "
+            f"{exc.args[0].str()}. The broker aborts it after transaction_timeout_ms."
+        ) from None
+
+
+def _abort_quietly(producer: Producer, tid: str) -> None:
+    """Abort on the way out of a failed task; the next attempt's fence aborts it otherwise."""
+    try:
+        producer.abort_transaction(10)
+    except KafkaException as exc:
+        log.warning("could not abort the transaction of transactional.id %r (%s); the next "
+                    "attempt's init_transactions() or the broker's timeout aborts it",
+                    tid, exc.args[0].str())
+
+
+def _is_fenced(err: KafkaError) -> bool:
+    return err.code() in _FENCED_CODES or (
+        err.code() == KafkaError._FATAL and "fenced" in err.str().lower()
+    )
+
+
+def _fenced_message(tid: str, plan: TaskPlan) -> str:
+    return (
+        f"transactional.id {tid!r} was fenced: a newer producer with the same id took over, or "
+        "the broker expired the id. Either another attempt of this same write is running (a "
+        "Spark retry, a speculative task, an earlier Airflow try still alive; that attempt "
+        "finishes the task and this one's transaction is aborted), or another application uses "
+        f"transactional_id_prefix {plan.transactional_id_prefix!r} (prefixes must be unique per "
+        "application), or the id was idle longer than the broker's "
+        "transactional.id.expiration.ms. Nothing of this attempt is visible to read_committed "
+        "readers; re-run the write to complete it."
+    )

@@ -1,0 +1,383 @@
+"""``write_kafka``: a Spark-to-Kafka sink with ``none``, ``at_least_once`` and ``exactly_once``.
+
+Each Spark partition is written by one task through ``DataFrame.mapInArrow`` (Arrow batches
+into a confluent-kafka producer; see :mod:`~airflow_provider_kafka_spark.spark.transactions`).
+The tasks report what they wrote as one small row each, which the driver collects into a
+:class:`WriteResult`. The exactly-once design is explained in ``docs/exactly-once.md``.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
+
+from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.spark import write_errors
+from airflow_provider_kafka_spark.spark.ledger import (
+    ensure_ledger_topic,
+    ledger_end_offset,
+    ledger_partition,
+    read_ledger,
+)
+from airflow_provider_kafka_spark.spark.transactions import (
+    DELIVERY_GUARANTEES,
+    DeliveryGuarantee,
+    TaskOutcome,
+    TaskPlan,
+    fence_tasks,
+    producer_config,
+    write_partition,
+)
+from airflow_provider_kafka_spark.spark.write_errors import (
+    KafkaWriteError,
+    LedgerError,
+    WriteConfigError,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+log = logging.getLogger(__name__)
+
+ACCEPTED_COLUMNS: tuple[str, ...] = ("key", "value", "topic", "partition", "headers",
+                                     "timestamp")
+
+_RESULT_SCHEMA = "index int, records long, skipped boolean, topics array<string>"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """What one ``write_kafka`` call did.
+
+    Attributes:
+        delivery_guarantee: ``none``, ``at_least_once`` or ``exactly_once``.
+        write_id: the write's id (``exactly_once``), else ``None``.
+        records_per_task: records produced by this call, by Spark partition index; a task
+            that was skipped is absent.
+        skipped_tasks: partition indices an earlier attempt of the same write had already
+            committed, so this call wrote nothing for them (``exactly_once`` only).
+        topics: every topic the write's records went to, including those written by the
+            earlier attempts whose tasks were skipped.
+    """
+
+    delivery_guarantee: str
+    write_id: str | None
+    records_per_task: Mapping[int, int] = field(default_factory=dict)
+    skipped_tasks: tuple[int, ...] = ()
+    topics: tuple[str, ...] = ()
+
+    @property
+    def records_written(self) -> int:
+        """Records produced by this call (0 for a re-run of a completed write)."""
+        return sum(self.records_per_task.values())
+
+
+def write_kafka(
+    df: DataFrame,
+    kafka_config: Mapping[str, Any],
+    *,
+    topic: str | None = None,
+    delivery_guarantee: str = "exactly_once",
+    transactional_id_prefix: str | None = None,
+    write_id: str | None = None,
+    ledger_topic: str = "_kafka_spark_ledger",
+    transaction_timeout_ms: int = 60000,
+    init_transactions_timeout_s: float = 60.0,
+    max_transaction_retries: int = 3,
+    retry_buffer_bytes: int = 256 * 1024 * 1024,
+) -> WriteResult:
+    """Write ``df`` to Kafka, one producer per Spark partition.
+
+    Input columns: ``value`` (binary or string; null writes a tombstone) is required;
+    optional ``key`` (binary or string), ``topic`` (string; required unless ``topic=`` is
+    given, which then wins), ``partition`` (int; null lets the partitioner choose),
+    ``headers`` (array<struct<key string, value binary>>) and ``timestamp`` (timestamp).
+
+    Delivery guarantees:
+
+    ``none``
+        ``acks=1``, flush at the end, delivery reports not checked.
+    ``at_least_once``
+        Idempotent producer, ``acks=all``, flush, every delivery report checked: one record
+        not acknowledged fails the task (:class:`DeliveryError`). A retried task or a re-run
+        writes its partition again, so records can be duplicated.
+    ``exactly_once``
+        Every task writes its partition in one Kafka transaction with ``transactional.id``
+        ``<transactional_id_prefix>-<hash of write_id>-<partition index>``, together with a
+        record in the compacted ``ledger_topic``. Retried tasks, re-run Spark jobs and re-runs
+        of the same ``write_id`` skip committed partitions and complete the rest, so every row
+        is visible exactly once to readers with ``isolation.level=read_committed``. Requires
+        ``df`` to produce the same rows in each partition index on every evaluation (it is
+        evaluated twice: once to count the rows of each partition, once to write them).
+        ``transaction_timeout_ms`` must not exceed the brokers' ``transaction.max.timeout.ms``.
+        A transaction aborted by an abortable error is retried up to
+        ``max_transaction_retries`` times from the task's input kept in memory (up to
+        ``retry_buffer_bytes`` per task).
+
+    Raises:
+        WriteConfigError: bad arguments or columns (before anything is written).
+        LedgerError: the ledger topic cannot be created/read, or this ``write_id`` was
+            started on a DataFrame with a different number of partitions.
+        DeliveryError: ``at_least_once`` and a record was not delivered.
+        TransactionError: ``exactly_once`` could not commit; subclasses
+            :class:`TransactionInitTimeoutError`, :class:`ProducerFencedError`,
+            :class:`InputTruncatedError` name the cause.
+    """
+    guarantee = _check_guarantee(delivery_guarantee)
+    _check_columns(df, topic)
+    if guarantee != "exactly_once":
+        producer_config(kafka_config, guarantee)  # rejects keys the sink owns, before writing
+        plan = TaskPlan(kafka_config=dict(kafka_config), guarantee=guarantee, topic=topic)
+        outcomes = _run_tasks(df, plan)
+        return WriteResult(
+            delivery_guarantee=guarantee,
+            write_id=None,
+            records_per_task={i: n for i, n, _, _ in outcomes},
+            topics=tuple(sorted({t for *_, topics in outcomes for t in topics})),
+        )
+
+    prefix, wid = _check_exactly_once_args(transactional_id_prefix, write_id,
+                                           transaction_timeout_ms)
+    num_partitions = df.rdd.getNumPartitions()
+    plan = prepare_exactly_once(
+        kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=wid,
+        num_partitions=num_partitions, ledger_topic=ledger_topic,
+        transaction_timeout_ms=transaction_timeout_ms,
+        init_transactions_timeout_s=init_transactions_timeout_s,
+        max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
+    )
+    outcomes = []
+    if len(plan.committed) < num_partitions:
+        plan = replace(plan, expected_rows=_count_rows(df, num_partitions))
+        outcomes = _run_tasks(df, plan)
+    written = {i: n for i, n, skipped, _ in outcomes if not skipped}
+    topics = set(plan.committed_topics) | {t for *_, ts in outcomes for t in ts}
+    return WriteResult(
+        delivery_guarantee=guarantee,
+        write_id=wid,
+        records_per_task=written,
+        skipped_tasks=tuple(sorted(set(range(num_partitions)) - set(written))),
+        topics=tuple(sorted(topics)),
+    )
+
+
+def prepare_exactly_once(
+    kafka_config: Mapping[str, Any],
+    *,
+    topic: str | None,
+    transactional_id_prefix: str,
+    write_id: str,
+    num_partitions: int,
+    ledger_topic: str,
+    transaction_timeout_ms: int,
+    init_transactions_timeout_s: float = 60.0,
+    max_transaction_retries: int = 3,
+    retry_buffer_bytes: int = 256 * 1024 * 1024,
+) -> TaskPlan:
+    """The driver half of an ``exactly_once`` write, without Spark: check the transaction
+    timeout against the brokers, create/read the ledger, and return the tasks' plan.
+
+    Raises:
+        WriteConfigError: ``transaction_timeout_ms`` exceeds ``transaction.max.timeout.ms``.
+        LedgerError: see :func:`write_kafka`.
+    """
+    producer_config(kafka_config, "exactly_once", transactional_id=f"{transactional_id_prefix}-x",
+                    transaction_timeout_ms=transaction_timeout_ms)
+    admin = admin_client(kafka_config)
+    _check_transaction_timeout(admin, transaction_timeout_ms)
+    partitions = ensure_ledger_topic(admin, ledger_topic)
+    partition = ledger_partition(write_id, partitions)
+    # The driver's view is an optimisation (skip tasks known to be done); every task re-checks
+    # the ledger after fencing, so reading only up to the current last stable offset is enough.
+    stable = ledger_end_offset(admin, ledger_topic, partition, committed=True)
+    view = read_ledger(kafka_config, ledger_topic, partition, write_id, start_offset=0,
+                       until_offset=stable, timeout=transaction_timeout_ms / 1000 + 30)
+    other = {e.num_partitions for e in view.entries.values()} - {num_partitions}
+    if other:
+        raise LedgerError(
+            f"write_id {write_id!r} was started on a DataFrame with {other.pop()} partitions but "
+            f"this DataFrame has {num_partitions}. A re-run must produce the same partitions; "
+            "use a new write_id for a different DataFrame."
+        )
+    plan = TaskPlan(
+        kafka_config=dict(kafka_config),
+        guarantee="exactly_once",
+        topic=topic,
+        write_id=write_id,
+        transactional_id_prefix=transactional_id_prefix,
+        num_partitions=num_partitions,
+        ledger_topic=ledger_topic,
+        ledger_partition=partition,
+        ledger_offset=view.end_offset,
+        committed=frozenset(view.entries),
+        committed_topics=tuple(sorted({t for e in view.entries.values() for t in e.topics})),
+        transaction_timeout_ms=transaction_timeout_ms,
+        init_timeout_s=init_transactions_timeout_s,
+        max_transaction_retries=max_transaction_retries,
+        retry_buffer_bytes=retry_buffer_bytes,
+    )
+    if stable < ledger_end_offset(admin, ledger_topic, partition, committed=False):
+        # An open transaction on the ledger partition: maybe a crashed attempt of this write
+        # that produced its ledger record but never committed. Fence our unfinished tasks now,
+        # rather than let every task wait for the broker to time that transaction out.
+        fence_tasks(plan, sorted(set(range(num_partitions)) - plan.committed))
+    return plan
+
+
+def _check_guarantee(delivery_guarantee: str) -> DeliveryGuarantee:
+    value = str(delivery_guarantee).lower()
+    if value not in DELIVERY_GUARANTEES:
+        raise WriteConfigError(
+            f"delivery_guarantee={delivery_guarantee!r} is not valid; use one of "
+            f"{DELIVERY_GUARANTEES}."
+        )
+    return value  # type: ignore[return-value]
+
+
+def _check_exactly_once_args(
+    prefix: str | None, write_id: str | None, transaction_timeout_ms: int
+) -> tuple[str, str]:
+    if not prefix or not str(prefix).strip():
+        raise WriteConfigError(
+            "delivery_guarantee='exactly_once' needs transactional_id_prefix (got "
+            f"{prefix!r}). Pick a prefix unique to this application on this Kafka cluster, e.g. "
+            "'<dag_id>.<task_id>': two applications sharing a prefix fence each other's "
+            "transactions."
+        )
+    if not write_id or not str(write_id).strip():
+        raise WriteConfigError(
+            "delivery_guarantee='exactly_once' needs write_id: an id that stays the same when "
+            "the same write is retried or re-run (in Airflow: dag_id/task_id/run_id)."
+        )
+    if isinstance(transaction_timeout_ms, bool) or not isinstance(transaction_timeout_ms, int) \
+            or transaction_timeout_ms <= 0:
+        raise WriteConfigError(
+            f"transaction_timeout_ms must be a positive int, got {transaction_timeout_ms!r}."
+        )
+    return str(prefix), str(write_id)
+
+
+def _check_transaction_timeout(admin: AdminClient, transaction_timeout_ms: int) -> None:
+    try:
+        brokers = sorted(admin.list_topics(timeout=30).brokers)
+    except KafkaException as exc:
+        raise KafkaWriteError(f"could not read cluster metadata: {exc.args[0].str()}. Check "
+                              "bootstrap.servers and that the brokers are up.") from None
+    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in brokers]
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            configs = future.result(timeout=30)
+        except KafkaException as exc:
+            raise KafkaWriteError(
+                f"could not read the config of broker {resource.name} to check "
+                f"transaction_timeout_ms: {exc.args[0].str()}."
+            ) from None
+        entry = configs.get("transaction.max.timeout.ms")
+        if entry is not None and entry.value is not None \
+                and transaction_timeout_ms > int(entry.value):
+            raise WriteConfigError(
+                f"transaction_timeout_ms={transaction_timeout_ms} is above broker "
+                f"{resource.name}'s transaction.max.timeout.ms={entry.value}; the broker "
+                "would reject every transaction (INVALID_TRANSACTION_TIMEOUT). Pass "
+                f"transaction_timeout_ms <= {entry.value} or raise transaction.max.timeout.ms."
+            )
+
+
+def _check_columns(df: DataFrame, topic: str | None) -> None:
+    from pyspark.sql import types as T
+
+    binary_or_string = (T.BinaryType, T.StringType)
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    unknown = sorted(set(fields) - set(ACCEPTED_COLUMNS))
+    if unknown:
+        raise WriteConfigError(
+            f"write_kafka got unknown columns {unknown}; the accepted columns are "
+            f"{list(ACCEPTED_COLUMNS)} (select or rename them first)."
+        )
+    if "value" not in fields:
+        raise WriteConfigError("write_kafka needs a 'value' column (binary or string).")
+    if topic is None and "topic" not in fields:
+        raise WriteConfigError("write_kafka needs a 'topic' column or the topic= argument.")
+    if topic is not None and not str(topic).strip():
+        raise WriteConfigError("topic= is empty; pass a topic name or None.")
+    expected: dict[str, tuple[type, ...]] = {
+        "value": binary_or_string, "key": binary_or_string, "topic": (T.StringType,),
+        "partition": (T.IntegerType, T.ShortType, T.ByteType), "timestamp": (T.TimestampType,),
+    }
+    for name, types in expected.items():
+        if name in fields and not isinstance(fields[name], types):
+            raise WriteConfigError(
+                f"column {name!r} has type {fields[name].simpleString()}; expected "
+                f"{' or '.join(t.typeName() for t in types)}."
+            )
+    if "headers" in fields and fields["headers"].simpleString() != \
+            "array<struct<key:string,value:binary>>":
+        raise WriteConfigError(
+            f"column 'headers' has type {fields['headers'].simpleString()}; expected "
+            "array<struct<key:string,value:binary>>."
+        )
+
+
+def _count_rows(df: DataFrame, num_partitions: int) -> tuple[int, ...]:
+    """Rows per partition index (one extra pass over ``df``)."""
+    from pyspark.sql import functions as F
+
+    counts = [0] * num_partitions
+    for row in df.groupBy(F.spark_partition_id().alias("i")).count().collect():
+        counts[row["i"]] = row["count"]
+    return tuple(counts)
+
+
+def _run_tasks(df: DataFrame, plan: TaskPlan) -> list[tuple[int, int, bool, list[str]]]:
+    def task(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        index = context.partitionId()
+        if plan.expected_rows is not None and plan.expected_rows[index] == 0:
+            outcome = TaskOutcome(index, 0, False, ())  # nothing to write, nothing to remember
+        else:
+            outcome = write_partition(plan, index, batches)
+        yield pa.RecordBatch.from_pydict(
+            {"index": pa.array([index], pa.int32()),
+             "records": pa.array([outcome.records], pa.int64()),
+             "skipped": pa.array([outcome.skipped], pa.bool_()),
+             "topics": pa.array([list(outcome.topics)], pa.list_(pa.string()))}
+        )
+
+    try:
+        rows = df.mapInArrow(task, _RESULT_SCHEMA).collect()
+    except KafkaWriteError:
+        raise
+    except Exception as exc:
+        converted = _executor_error(str(exc))
+        if converted is None:
+            raise
+        raise converted from exc
+    return sorted((r["index"], r["records"], r["skipped"], list(r["topics"])) for r in rows)
+
+
+_ERROR_NAMES = "|".join(
+    name for name in dir(write_errors)
+    if isinstance(getattr(write_errors, name), type)
+    and issubclass(getattr(write_errors, name), KafkaWriteError)
+)
+_EXECUTOR_ERROR = re.compile(rf"(?:[\w.]+\.)?({_ERROR_NAMES}): (.*?)(?:\n|$)")
+
+
+def _executor_error(text: str) -> KafkaWriteError | None:
+    """The task's own error class, from the text of Spark's wrapping exception."""
+    matches = _EXECUTOR_ERROR.findall(text)
+    if not matches:
+        return None
+    kind, message = matches[-1]
+    error_class: type[KafkaWriteError] = getattr(write_errors, kind)
+    return error_class(message)
