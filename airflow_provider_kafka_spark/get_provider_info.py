@@ -1,10 +1,19 @@
-"""Provider metadata read by Airflow's ``apache_airflow_provider`` entry point."""
+"""Provider metadata read by Airflow's ``apache_airflow_provider`` entry point.
+
+No connection type is registered: the Kafka hook reads the ``kafka`` connection of the
+official ``apache-airflow-providers-apache-kafka`` (extra JSON = librdkafka config), and the
+Spark hook reads ``spark`` / ``spark_connect`` connections; registering those types here would
+clash with the providers that own them. Importing this module imports neither Airflow nor Spark.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from airflow_provider_kafka_spark import __version__
+
+_INTEGRATION = "Kafka on Spark"
+_PACKAGE = "airflow_provider_kafka_spark"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -15,4 +24,33 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Bounded, replayable Kafka batch ingestion on Apache Spark: "
         "offset ranges resolved per run, read by Spark, written exactly once.",
         "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": _INTEGRATION,
+                "external-doc-url": "https://kafka.apache.org/documentation/",
+                "tags": ["apache", "kafka", "spark"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [f"{_PACKAGE}.hooks.kafka", f"{_PACKAGE}.hooks.spark"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": _INTEGRATION,
+                "python-modules": [
+                    f"{_PACKAGE}.operators.resolve",
+                    f"{_PACKAGE}.operators.ingest",
+                    f"{_PACKAGE}.operators.commit",
+                ],
+            }
+        ],
+        "sensors": [
+            {"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kafka"]}
+        ],
+        "triggers": [
+            {"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.triggers.kafka"]}
+        ],
     }

@@ -1,0 +1,115 @@
+"""The Spark hook: an optional Airflow connection -> the settings of a SparkSession.
+
+* no connection (``spark_conn_id=None``): a local session, master ``local[*]`` (configurable);
+* a ``spark`` connection: its host is the master URL (``spark://host``, ``yarn``,
+  ``k8s://https://host``, ``local[4]``; the port, if set, is appended) and its extra JSON
+  keys that start with ``spark.`` are Spark conf;
+* a ``spark_connect`` connection: a Spark Connect remote session ``sc://host:port``
+  (login -> ``user_id``, password -> ``token``, extra ``use_ssl``).
+
+The session itself is built by ``airflow_provider_kafka_spark.spark.session`` (the one
+place that builds a SparkSession); this hook only reads the connection. pyspark is imported
+only when a session is asked for.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from airflow.sdk import BaseHook
+from airflow.sdk.log import mask_secret
+
+from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+
+class SparkHook(BaseHook):
+    """Gives the SparkSession a task runs on.
+
+    :param spark_conn_id: a ``spark`` or ``spark_connect`` connection, or ``None`` for a local
+        session.
+    :param master: the master URL when there is no connection (default ``local[*]``).
+    :param spark_conf: extra Spark conf; it wins over the connection's extra.
+    :param app_name: the Spark application name.
+    """
+
+    conn_name_attr = "spark_conn_id"
+    default_conn_name = "spark_default"
+    hook_name = "Spark session"
+
+    def __init__(self, spark_conn_id: str | None = None, *, master: str = DEFAULT_MASTER,
+                 spark_conf: dict[str, Any] | None = None,
+                 app_name: str = "airflow-provider-kafka-spark") -> None:
+        super().__init__()
+        self.spark_conn_id = spark_conn_id
+        self.master = master
+        self.spark_conf = dict(spark_conf or {})
+        self.app_name = app_name
+
+    def session_settings(self) -> dict[str, Any]:
+        """``{"master": ..., "remote": ..., "conf": {...}}``: exactly one of master/remote set."""
+        settings: dict[str, Any] = {"master": self.master, "remote": None, "conf": {}}
+        if self.spark_conn_id is not None:
+            conn = self.get_connection(self.spark_conn_id)
+            if conn.conn_type == "spark_connect":
+                settings.update(master=None, remote=_connect_url(conn))
+            elif conn.conn_type == "spark":
+                settings.update(master=_master_url(self.spark_conn_id, conn),
+                                conf=_spark_conf(self.spark_conn_id, conn.extra_dejson))
+            else:
+                raise KafkaSparkError(
+                    f"Airflow connection {self.spark_conn_id!r} has type {conn.conn_type!r}; "
+                    "use a 'spark' connection (master URL) or a 'spark_connect' one (sc://)."
+                )
+        settings["conf"].update({str(k): str(v) for k, v in self.spark_conf.items()})
+        return settings
+
+    def get_conn(self) -> SparkSession:
+        """The SparkSession (an existing active one with the same settings is reused)."""
+        from airflow_provider_kafka_spark.spark.session import spark_session
+
+        settings = self.session_settings()
+        if settings["remote"]:
+            return spark_session(remote=settings["remote"], conf=settings["conf"],
+                                 app_name=self.app_name)
+        return spark_session(master=settings["master"], conf=settings["conf"],
+                             app_name=self.app_name)
+
+
+def _master_url(conn_id: str, conn: Any) -> str:
+    host = (conn.host or "").strip()
+    if not host:
+        raise KafkaSparkError(
+            f"Spark connection {conn_id!r} has no host; set it to the master URL "
+            "(spark://host, yarn, k8s://https://host or local[*])."
+        )
+    return f"{host}:{conn.port}" if conn.port else host
+
+
+def _spark_conf(conn_id: str, extra: dict[str, Any]) -> dict[str, str]:
+    ignored = sorted(k for k in extra if not str(k).startswith("spark."))
+    if ignored:
+        BaseHook().log.warning(
+            "Spark connection %r: extra keys %s are not Spark conf (no 'spark.' prefix) and are "
+            "ignored.", conn_id, ignored,
+        )
+    return {str(k): str(v) for k, v in extra.items() if str(k).startswith("spark.")}
+
+
+def _connect_url(conn: Any) -> str:
+    host = (conn.host or "localhost").removeprefix("sc://")
+    url = f"sc://{host}:{conn.port or 15002}/"
+    params = []
+    if conn.login:
+        params.append(f"user_id={quote(conn.login)}")
+    if conn.password:
+        mask_secret(conn.password)
+        params.append(f"token={quote(conn.password)}")
+    if conn.extra_dejson.get("use_ssl"):
+        params.append("use_ssl=true")
+    return url + "".join(f";{p}" for p in params)

@@ -1,0 +1,238 @@
+"""Read a run's offset ranges with Spark, transform them, write the sink, return statistics."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kafka_spark.hooks.spark import SparkHook
+from airflow_provider_kafka_spark.offsets import OffsetRanges, OffsetSpecError
+from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from airflow_provider_kafka_spark.spark import PartitionSummary
+
+MANIFEST_NAME = "_kafka_spark_manifest.json"
+"""The manifest file in each output folder; Spark's readers skip names starting with ``_``."""
+SQL_VIEW = "kafka"
+"""The temporary view ``sql=`` queries: the records read, in the Kafka source's schema."""
+
+
+class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
+    """Read ``ranges`` with Spark (``read_kafka``), transform, and write the files of this run.
+
+    The ranges come from the resolve task's XCom, so a retry reads exactly the same records.
+    The output is idempotent per run: ``output_path`` (templated, e.g.
+    ``s3a://lake/events/{{ data_interval_start | ds }}/{{ data_interval_start.hour }}``) is
+    overwritten as a whole, never appended to, so a retry or a cleared run replaces that run's
+    output. After the data, a manifest file ``_kafka_spark_manifest.json`` holding the ranges
+    and the statistics is written into the folder: a folder without it is incomplete.
+    Empty ranges skip Spark entirely (nothing is written) and return zero statistics.
+
+    Returns (XCom) ``{"records", "partitions": [...], "min_timestamp", "max_timestamp",
+    "output": {"path", "format", "manifest"}, "seconds", "records_per_second"}``; each partition
+    entry has ``topic, partition, start, stop, records, first_offset, last_offset,
+    min_timestamp, max_timestamp``.
+
+    :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated. Read
+        with the isolation level the ranges were resolved with.
+    :param output_path: the folder of this run's output; templated. Required.
+    :param output_format: a Spark file format (``parquet``, ``json``, ``csv``, ``orc``,
+        ``avro`` with its package...). Default ``parquet``.
+    :param output_options: Spark writer options (e.g. ``{"compression": "zstd"}``).
+    :param partition_by: columns to partition the output folder by.
+    :param transform: ``callable(DataFrame) -> DataFrame`` applied to the records read.
+    :param sql: a Spark SQL query over the view ``kafka`` (the records read); templated.
+        At most one of ``transform`` and ``sql``.
+    :param spark_conn_id: a ``spark``/``spark_connect`` connection, or ``None`` for a local
+        session (see :class:`SparkHook`).
+    :param spark_conf: extra Spark conf for the session.
+    :param max_records_per_split: Spark partitions of at most this many offsets
+        (default: ``read_kafka``'s).
+    :param engine: ``python`` (default) or ``spark-kafka``, see ``read_kafka``.
+    :param include_headers: read the ``headers`` column (default True).
+    :param on_data_loss: ``fail`` (default) or ``skip`` offsets deleted since resolution.
+    """
+
+    template_fields: Sequence[str] = ("ranges", "output_path", "output_format", "sql")
+    template_fields_renderers = {"sql": "sql"}
+    ui_color = "#fcecd7"
+
+    def __init__(
+        self,
+        *,
+        ranges: Any,
+        output_path: str,
+        output_format: str = "parquet",
+        output_options: dict[str, str] | None = None,
+        partition_by: Sequence[str] | None = None,
+        transform: Callable[[DataFrame], DataFrame] | None = None,
+        sql: str | None = None,
+        spark_conn_id: str | None = None,
+        spark_conf: dict[str, Any] | None = None,
+        max_records_per_split: int | None = None,
+        engine: str = "python",
+        include_headers: bool = True,
+        on_data_loss: str = "fail",
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if transform is not None and sql is not None:
+            raise OffsetSpecError(f"{self.task_id}: pass transform= or sql=, not both.")
+        if transform is not None and not callable(transform):
+            raise OffsetSpecError(f"{self.task_id}: transform must be a callable, got "
+                                  f"{type(transform).__name__}.")
+        if not isinstance(output_format, str) or not output_format:
+            raise OffsetSpecError(f"{self.task_id}: output_format must be a non-empty string.")
+        self.ranges = ranges
+        self.output_path = output_path
+        self.output_format = output_format
+        self.output_options = dict(output_options or {})
+        self.partition_by = list(partition_by or [])
+        self.transform = transform
+        self.sql = sql
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.max_records_per_split = max_records_per_split
+        self.engine = engine
+        self.include_headers = include_headers
+        self.on_data_loss = on_data_loss
+
+    @cached_property
+    def spark_hook(self) -> SparkHook:
+        """The hook giving the SparkSession; built on first use."""
+        return SparkHook(self.spark_conn_id, spark_conf=self.spark_conf,
+                         app_name=f"airflow-{self.dag_id}-{self.task_id}")
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        offset_ranges = OffsetRanges.from_json(self.ranges)
+        path = self._checked_path()
+        if offset_ranges.is_empty():
+            self.log.info("The ranges hold no offsets: nothing to read, nothing written.")
+            return _stats(offset_ranges, [], {"path": path, "format": self.output_format,
+                                              "manifest": None}, seconds=0.0)
+        began = time.monotonic()
+        spark = self.spark_hook.get_conn()
+        manifest = f"{path.rstrip('/')}/{MANIFEST_NAME}"
+        write_manifest = _text_writer(spark, manifest)
+        records, summaries = self._read(spark, offset_ranges)
+        try:
+            self._write(self._transformed(spark, records), path)
+        finally:
+            records.unpersist()
+        seconds = time.monotonic() - began
+        stats = _stats(offset_ranges, summaries,
+                       {"path": path, "format": self.output_format, "manifest": manifest},
+                       seconds=seconds)
+        write_manifest(json.dumps({
+            "version": 1,
+            "dag_id": self.dag_id,
+            "task_id": self.task_id,
+            "run_id": context["run_id"],
+            "written_at": datetime.now(UTC).isoformat(),
+            "ranges": offset_ranges.to_dict(),
+            **stats,
+        }, indent=2, sort_keys=True))
+        self.log.info("Wrote %d record(s) to %s (%s) in %.1fs, %.0f records/s:\n%s",
+                      stats["records"], path, self.output_format, seconds,
+                      stats["records_per_second"], _summary_table(stats["partitions"]))
+        return stats
+
+    def _checked_path(self) -> str:
+        if not isinstance(self.output_path, str) or not self.output_path.strip():
+            raise OffsetSpecError(
+                f"{self.task_id}: output_path rendered to {self.output_path!r}; it must name the "
+                "folder of this run's output."
+            )
+        return self.output_path.strip()
+
+    def _read(self, spark: SparkSession,
+              ranges: OffsetRanges) -> tuple[DataFrame, list[PartitionSummary]]:
+        """The records, cached so the summary and the write read Kafka once."""
+        from pyspark import StorageLevel
+
+        from airflow_provider_kafka_spark.spark import kafka_errors, read_kafka, summarize
+
+        records = read_kafka(
+            spark, ranges, self.kafka_hook.get_kafka_config(),
+            isolation_level=ranges.isolation_level,
+            max_records_per_split=self.max_records_per_split,
+            engine=self.engine,  # type: ignore[arg-type]
+            include_headers=self.include_headers,
+            on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        with kafka_errors():
+            return records, summarize(records)
+
+    def _transformed(self, spark: SparkSession, records: DataFrame) -> DataFrame:
+        if self.transform is not None:
+            return self.transform(records)
+        if self.sql:
+            records.createOrReplaceTempView(SQL_VIEW)
+            return spark.sql(self.sql)
+        return records
+
+    def _write(self, df: DataFrame, path: str) -> None:
+        from airflow_provider_kafka_spark.spark import kafka_errors
+
+        writer = df.write.mode("overwrite").format(self.output_format)
+        if self.partition_by:
+            writer = writer.partitionBy(*self.partition_by)
+        with kafka_errors():
+            writer.options(**self.output_options).save(path)
+
+
+def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict[str, Any],
+           *, seconds: float) -> dict[str, Any]:
+    by_key = {(s.topic, s.partition): s.to_dict() for s in summaries}
+    partitions = []
+    for r in ranges:
+        entry = {"topic": r.topic, "partition": r.partition, "start": r.start, "stop": r.stop,
+                 "records": 0, "first_offset": None, "last_offset": None,
+                 "min_timestamp": None, "max_timestamp": None}
+        entry.update(by_key.get((r.topic, r.partition), {}))
+        partitions.append(entry)
+    records = sum(p["records"] for p in partitions)
+    timestamps = [p[k] for p in partitions for k in ("min_timestamp", "max_timestamp") if p[k]]
+    return {
+        "records": records,
+        "partitions": partitions,
+        "min_timestamp": min(timestamps, default=None),
+        "max_timestamp": max(timestamps, default=None),
+        "output": output,
+        "seconds": round(seconds, 3),
+        "records_per_second": round(records / seconds, 1) if seconds > 0 else 0.0,
+    }
+
+
+def _summary_table(partitions: list[dict[str, Any]]) -> str:
+    columns = ("topic", "partition", "start", "stop", "records", "min_timestamp", "max_timestamp")
+    return format_table(columns, [[p[c] for c in columns] for p in partitions])
+
+
+def _text_writer(spark: SparkSession, path: str) -> Callable[[str], None]:
+    """A function writing a text file at ``path`` on any Hadoop file system the session
+    reaches (local, HDFS, S3A...). Fails at once, before any output, without a driver JVM."""
+    jvm = getattr(spark, "_jvm", None)
+    if jvm is None:
+        raise OffsetSpecError(
+            "the file sink's manifest is written through the Spark driver's JVM; Spark Connect "
+            "sessions are not supported for file output yet."
+        )
+    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
+
+    def write(text: str) -> None:
+        stream = fs.create(hadoop_path, True)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    return write

@@ -1,0 +1,218 @@
+"""Triggers of the deferrable sensors, and the cluster checks the sensors' pokes share.
+
+Each check is a blocking function of a librdkafka config (confluent-kafka has no asyncio
+API); a trigger runs it in a worker thread with ``asyncio.to_thread`` so the triggerer's event
+loop never blocks. A trigger keeps no state between checks, so running it twice (a triggerer
+restart, a second triggerer) gives the same answers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
+from airflow_provider_kafka_spark.offsets import (
+    KafkaSparkError,
+    OffsetResolutionError,
+    Subscription,
+    admin_client,
+    list_partitions,
+)
+from airflow_provider_kafka_spark.operators.base import (
+    Partitions,
+    Topics,
+    subscription_from,
+    subscription_kwargs,
+)
+
+Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Check:
+    """The outcome of one check: ``done``, a JSON-ready ``payload``, and, while not done,
+    what is still awaited (``waiting_for``, for the task log)."""
+
+    done: bool
+    payload: dict[str, Any] = field(default_factory=dict)
+    waiting_for: str = ""
+
+
+def check_partitions(kafka_config: Mapping[str, Any], subscription: Subscription,
+                     min_partitions: int, *, timeout: float = 30.0) -> Check:
+    """Done when the subscription has at least ``min_partitions`` partitions.
+
+    Unknown topics and a pattern matching nothing count as "not yet" (topic creation is what
+    the sensor waits for); the payload's ``partitions`` lists ``[topic, partition]`` pairs.
+    """
+    try:
+        found = list_partitions(kafka_config, subscription, timeout=timeout)
+    except OffsetResolutionError as exc:
+        return Check(False, waiting_for=str(exc))
+    if len(found) < min_partitions:
+        return Check(False, waiting_for=(
+            f"{subscription} has {len(found)} partition(s), waiting for {min_partitions}."
+        ))
+    return Check(True, {"partitions": [[t, p] for t, p in found]})
+
+
+def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subscription,
+                            end_ms: int, idle_timeout: float | None, *,
+                            timeout: float = 30.0) -> Check:
+    """Done when no partition can still receive a record with a timestamp before ``end_ms``.
+
+    A partition is complete when its newest record (Kafka's ``max_timestamp`` offset lookup)
+    has a timestamp ``>= end_ms``. With ``idle_timeout`` (seconds), a partition is also
+    complete when it is idle: it has no record, or its newest record is older than
+    ``idle_timeout`` by the wall clock (Flink's source idleness, applied to batch
+    completeness). This assumes record timestamps roughly follow arrival order, as
+    timestamp-bounded reads themselves do. The payload's ``idle`` lists the partitions that
+    were complete only by idleness.
+    """
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = admin_client(kafka_config)
+    try:
+        partitions = list_partitions(admin, subscription, timeout=timeout)
+    except OffsetResolutionError as exc:
+        return Check(False, waiting_for=str(exc))
+    futures = admin.list_offsets(
+        {TopicPartition(t, p): OffsetSpec.max_timestamp() for t, p in partitions},
+        request_timeout=timeout,
+    )
+    newest: dict[Key, int | None] = {}
+    for tp, future in futures.items():
+        try:
+            newest[(tp.topic, tp.partition)] = future.result(timeout=timeout).timestamp
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise OffsetResolutionError(
+                    f"max_timestamp lookup failed for {tp.topic}/{tp.partition}: {exc}."
+                ) from None
+            newest[(tp.topic, tp.partition)] = None
+    late, idle = late_partitions(newest, end_ms, idle_timeout, now_ms=int(time.time() * 1000))
+    if late:
+        return Check(False, waiting_for=(
+            f"{len(late)} of {len(newest)} partition(s) not complete up to {_iso(end_ms)}: "
+            + "; ".join(f"{t}/{p} {why}" for (t, p), why in sorted(late.items())[:20])
+        ))
+    return Check(True, {"end": _iso(end_ms), "idle": [[t, p] for t, p in idle]})
+
+
+def late_partitions(newest: Mapping[Key, int | None], end_ms: int, idle_timeout: float | None,
+                    now_ms: int) -> tuple[dict[Key, str], list[Key]]:
+    """Split partitions by their newest record timestamp (``-1``: empty, ``None``: no answer).
+
+    Returns ``(late, idle)``: ``late`` maps each partition that may still receive records
+    before ``end_ms`` to the reason; ``idle`` lists partitions complete only by idleness.
+    """
+    late: dict[Key, str] = {}
+    idle: list[Key] = []
+    idle_before = None if idle_timeout is None else now_ms - int(idle_timeout * 1000)
+    for key, ts in sorted(newest.items()):
+        if ts is None:
+            late[key] = "did not answer (no leader yet?)"
+        elif ts >= end_ms:
+            continue
+        elif idle_before is not None and ts < idle_before:
+            idle.append(key)
+        elif ts < 0:
+            late[key] = "has no record yet"
+        else:
+            late[key] = f"newest record at {_iso(ts)}"
+    return late, idle
+
+
+def _iso(millis: int) -> str:
+    moment = datetime.fromtimestamp(millis / 1000, tz=UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+class KafkaBaseTrigger(BaseTrigger):
+    """Polls :meth:`check` every ``poll_interval`` seconds until it is done.
+
+    Serializes itself by ``module.qualname`` of its own class, so subclasses only add their
+    arguments in :meth:`check_kwargs`. Never serializes the Kafka config: it reads the
+    connection ``kafka_conn_id`` in the triggerer.
+    """
+
+    def __init__(self, *, kafka_conn_id: str = KafkaHook.default_conn_name,
+                 topics: Topics | None = None, topic_pattern: str | None = None,
+                 partitions: Partitions | None = None, poll_interval: float = 30.0) -> None:
+        super().__init__()
+        self.kafka_conn_id = kafka_conn_id
+        self.subscription = subscription_from(topics, topic_pattern, partitions)
+        self.poll_interval = float(poll_interval)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "kafka_conn_id": self.kafka_conn_id,
+                **subscription_kwargs(self.subscription),
+                "poll_interval": self.poll_interval,
+                **self.check_kwargs(),
+            },
+        )
+
+    def check_kwargs(self) -> dict[str, Any]:
+        """The subclass's own constructor arguments, JSON-ready."""
+        return {}
+
+    def check(self, kafka_config: Mapping[str, Any]) -> Check:
+        """One blocking check against the cluster."""
+        raise NotImplementedError
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Yield one event: ``{"status": "success", ...payload}`` or
+        ``{"status": "error", "message": ...}`` for a configuration error."""
+        try:
+            kafka_config = await KafkaHook(self.kafka_conn_id).aget_kafka_config()
+            while True:
+                result = await asyncio.to_thread(self.check, kafka_config)
+                if result.done:
+                    yield TriggerEvent({"status": "success", **result.payload})
+                    return
+                self.log.info("Waiting: %s", result.waiting_for)
+                await asyncio.sleep(self.poll_interval)
+        except KafkaSparkError as exc:
+            yield TriggerEvent({"status": "error", "message": str(exc)})
+
+
+class KafkaPartitionsTrigger(KafkaBaseTrigger):
+    """Fires when the subscription has at least ``min_partitions`` partitions."""
+
+    def __init__(self, *, min_partitions: int = 1, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.min_partitions = int(min_partitions)
+
+    def check_kwargs(self) -> dict[str, Any]:
+        return {"min_partitions": self.min_partitions}
+
+    def check(self, kafka_config: Mapping[str, Any]) -> Check:
+        return check_partitions(kafka_config, self.subscription, self.min_partitions)
+
+
+class KafkaIntervalCompleteTrigger(KafkaBaseTrigger):
+    """Fires when every partition is complete up to ``end_ms`` (see
+    :func:`check_interval_complete`)."""
+
+    def __init__(self, *, end_ms: int, idle_timeout: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.end_ms = int(end_ms)
+        self.idle_timeout = None if idle_timeout is None else float(idle_timeout)
+
+    def check_kwargs(self) -> dict[str, Any]:
+        return {"end_ms": self.end_ms, "idle_timeout": self.idle_timeout}
+
+    def check(self, kafka_config: Mapping[str, Any]) -> Check:
+        return check_interval_complete(kafka_config, self.subscription, self.end_ms,
+                                       self.idle_timeout)

@@ -1,0 +1,168 @@
+"""``kafka_hourly_ingest`` and ``kafka_adhoc`` run with ``dag.test()`` against the real broker and
+Spark: exact ranges in XCom, exact records in the output, idempotent re-runs, offsets that move
+only after the sink, and clear errors before any side effect."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pytest
+
+from tests.kafka_data import MINUTE_MS, produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+NOW = pendulum.now("UTC")
+# Three whole hours in the past: intervals I1 = [T0, T1) and I2 = [T1, T2).
+T1 = NOW.start_of("hour").subtract(hours=2)
+T0, T2 = T1.subtract(hours=1), T1.add(hours=1)
+MS0, MS1, MS2 = (int(t.timestamp() * 1000) for t in (T0, T1, T2))
+
+
+def arrange(kafka_config: dict[str, Any], topic: str) -> dict[str, list[tuple]]:
+    """Produce records before I1, in I1, in I2 and after I2; return them by interval as
+    ``(partition, offset, key, value)``. Partition 2 only has old records: it is idle."""
+    per_partition = {
+        0: [MS0 - 30 * MINUTE_MS, MS0 - 20 * MINUTE_MS, MS0 - 1]
+        + [MS0 + i * 10 * MINUTE_MS for i in range(5)] + [MS1, MS2 - 1, MS2 + 5 * MINUTE_MS],
+        1: [MS0 + i * 15 * MINUTE_MS for i in range(4)] + [MS1 + 1, MS1 + 2, MS1 + 3]
+        + [MS2 + MINUTE_MS],
+        2: [MS0 - 20 * MINUTE_MS, MS0 - 10 * MINUTE_MS],
+    }
+    records, by_interval = [], {"before": [], "I1": [], "I2": [], "after": []}
+    for partition, stamps in per_partition.items():
+        for offset, ts in enumerate(stamps):
+            key, value = f"k{partition}".encode(), f"v{partition}-{offset}".encode()
+            records.append((partition, key, value, ts))
+            where = ("before" if ts < MS0 else "I1" if ts < MS1 else "I2" if ts < MS2
+                     else "after")
+            by_interval[where].append((partition, offset, key, value))
+    produce(kafka_config, topic, records)
+    return by_interval
+
+
+def rows(spark: Any, path: Path, file_format: str = "parquet") -> list[tuple]:
+    df = spark.read.format(file_format).load(str(path))
+    return sorted((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"]))
+                  for r in df.select("partition", "offset", "key", "value").collect())
+
+
+def ranges_of(xcom: dict[str, Any]) -> list[tuple[str, int, int, int]]:
+    return [(r["topic"], r["partition"], r["start"], r["stop"]) for r in xcom["ranges"]]
+
+
+def test_hourly_ingest_exact_idempotent_and_commits_only_after_the_sink(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], spark: Any,
+        group_offsets: Any, tmp_path: Path) -> None:
+    topic = new_topic(partitions=3)
+    expected = arrange(kafka_config, topic)
+    group = f"g-{topic}"
+    conf = {"topics": topic, "output_root": str(tmp_path / "out"), "group_id": group}
+
+    first = run_dag("kafka_hourly_ingest", logical_date=T1, conf=conf)
+    assert first.state == "success", first.errors
+    assert first.data_interval == (T0, T1)
+    assert first.xcom["wait_for_interval"] == {
+        "end": T1.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "idle": [[topic, 2]]}
+    resolved = first.xcom["resolve_offsets"]
+    assert ranges_of(resolved) == [(topic, 0, 3, 8), (topic, 1, 0, 4), (topic, 2, 2, 2)]
+    assert resolved["group_id"] == group
+    folder = tmp_path / "out" / T0.strftime("%Y-%m-%dT%H")
+    assert rows(spark, folder) == sorted(expected["I1"])
+    stats = first.xcom["ingest"]
+    assert stats["records"] == 9
+    assert [(p["partition"], p["records"], p["first_offset"], p["last_offset"])
+            for p in stats["partitions"]] == [(0, 5, 3, 7), (1, 4, 0, 3), (2, 0, None, None)]
+    assert stats["output"]["path"] == str(folder)
+    manifest = json.loads((folder / "_kafka_spark_manifest.json").read_text())
+    assert manifest["ranges"]["ranges"] == resolved["ranges"]
+    assert manifest["records"] == 9
+    assert group_offsets(group, topic, 3) == {0: 8, 1: 4, 2: 2}
+
+    files_before = sorted(p.name for p in folder.iterdir())
+    second = run_dag("kafka_hourly_ingest", logical_date=T1, conf=conf)
+    assert second.state == "success", second.errors
+    assert ranges_of(second.xcom["resolve_offsets"]) == ranges_of(resolved)
+    assert rows(spark, folder) == sorted(expected["I1"])
+    assert len(files_before) == len(list(folder.iterdir()))
+    assert json.loads((folder / "_kafka_spark_manifest.json").read_text())["ranges"]["ranges"] \
+        == resolved["ranges"]
+
+    # I2 with a sink that cannot be written (its root is a file): offsets stay at I1's stops.
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    failed = run_dag("kafka_hourly_ingest", logical_date=T2,
+                     conf={**conf, "output_root": str(blocker)})
+    assert failed.state == "failed"
+    assert failed.task_states == {"wait_for_interval": "success", "resolve_offsets": "success",
+                                  "ingest": "failed", "commit_offsets": "upstream_failed"}
+    assert ranges_of(failed.xcom["resolve_offsets"]) == [
+        (topic, 0, 8, 10), (topic, 1, 4, 7), (topic, 2, 2, 2)]
+    assert "ingest" in failed.errors
+    assert group_offsets(group, topic, 3) == {0: 8, 1: 4, 2: 2}
+
+
+def test_adhoc_reads_the_param_range(run_dag: Any, new_topic: Any, kafka_config: dict[str, Any],
+                                     spark: Any, tmp_path: Path) -> None:
+    topic = new_topic(partitions=3)
+    expected = arrange(kafka_config, topic)
+    start = T0.isoformat()
+    outcome = run_dag("kafka_adhoc", logical_date=None, conf={
+        "topics": topic, "start": f"timestamp:{start}", "stop": "latest",
+        "output_path": str(tmp_path / "adhoc"), "output_format": "orc"})
+    assert outcome.state == "success", outcome.errors
+    assert ranges_of(outcome.xcom["resolve_offsets"]) == [
+        (topic, 0, 3, 11), (topic, 1, 0, 8), (topic, 2, 2, 2)]
+    read = expected["I1"] + expected["I2"] + expected["after"]
+    assert rows(spark, tmp_path / "adhoc", "orc") == sorted(read)
+    assert outcome.xcom["ingest"]["records"] == len(read) == 16
+
+
+@pytest.mark.parametrize(
+    ("logical_date", "conf", "message"),
+    [
+        # A manual run with a logical date has a zero-width data interval.
+        (T1, {}, "the run's data interval is zero-width"),
+        # Without a logical date it has none.
+        (None, {"stop": "latest"}, "no start offset spec: the run has no data interval"),
+        (None, {"start": "yesterday", "stop": "latest"},
+         "start: unknown offset spec 'yesterday'"),
+        (None, {"start": "earliest", "stop": "timestamp:2024-13-01"},
+         "stop: timestamp '2024-13-01' is neither epoch millis nor an ISO-8601 time"),
+    ],
+)
+def test_adhoc_bad_input_fails_before_any_side_effect(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
+        logical_date: Any, conf: dict[str, str], message: str) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"x", MS0)])
+    output = tmp_path / "never"
+    outcome = run_dag("kafka_adhoc", logical_date=logical_date,
+                      conf={"topics": topic, "output_path": str(output), **conf})
+    assert outcome.state == "failed"
+    assert outcome.task_states == {"resolve_offsets": "failed", "ingest": "upstream_failed"}
+    assert message in outcome.errors["resolve_offsets"]
+    assert not output.exists()
+
+
+def test_a_bad_template_fails_the_task_before_writing(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
+        group_offsets: Any) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"x", MS0 + 1)])
+    group = f"g-{topic}"
+
+    def break_template(dag: Any) -> None:
+        dag.get_task("ingest").output_path = "{{ params.output_root }}/{{ data_interval_start.nope() }}"
+
+    outcome = run_dag("kafka_hourly_ingest", logical_date=T1, edit=break_template, conf={
+        "topics": topic, "output_root": str(tmp_path / "out"), "group_id": group})
+    assert outcome.task_states["ingest"] == "failed"
+    assert outcome.task_states["commit_offsets"] == "upstream_failed"
+    assert "nope" in outcome.errors["ingest"]
+    assert not (tmp_path / "out").exists()
+    assert group_offsets(group, topic, 1) == {}

@@ -1,0 +1,196 @@
+"""Operators, sensors and triggers without a broker: argument checks, spec precedence,
+serialization, the completeness rule, provider metadata."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import subprocess
+import sys
+from datetime import timedelta
+
+import pendulum
+import pytest
+
+from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
+
+# isort: split
+
+from airflow_provider_kafka_spark.get_provider_info import get_provider_info
+from airflow_provider_kafka_spark.offsets import (
+    Earliest,
+    Latest,
+    OffsetRanges,
+    OffsetSpecError,
+    PartitionRange,
+    Subscription,
+    Timestamp,
+)
+from airflow_provider_kafka_spark.operators import (
+    KafkaCommitOffsetsOperator,
+    KafkaResolveOffsetsOperator,
+)
+from airflow_provider_kafka_spark.operators.base import (
+    ranges_table,
+    subscription_from,
+    subscription_kwargs,
+)
+from airflow_provider_kafka_spark.sensors import (
+    KafkaIntervalCompleteSensor,
+    KafkaPartitionsSensor,
+)
+from airflow_provider_kafka_spark.triggers import (
+    KafkaIntervalCompleteTrigger,
+    KafkaPartitionsTrigger,
+)
+from airflow_provider_kafka_spark.triggers.kafka import late_partitions
+
+T0 = pendulum.datetime(2024, 5, 1, 10, tz="UTC")
+T1 = pendulum.datetime(2024, 5, 1, 11, tz="UTC")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "expected"),
+    [
+        ({"topics": "orders"}, Subscription.topics(["orders"])),
+        ({"topics": "orders, payments"}, Subscription.topics(["orders", "payments"])),
+        ({"topics": ["b", "a"]}, Subscription.topics(["a", "b"])),
+        ({"topic_pattern": "orders\\..*"}, Subscription.pattern("orders\\..*")),
+        ({"partitions": [["orders", 1], ("orders", 0)]},
+         Subscription.partitions([("orders", 0), ("orders", 1)])),
+    ],
+)
+def test_subscription_arguments_round_trip(kwargs: dict, expected: Subscription) -> None:
+    subscription = subscription_from(**kwargs)
+    assert subscription == expected
+    assert subscription_from(**json.loads(json.dumps(subscription_kwargs(subscription)))) \
+        == expected
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"topics": "a", "topic_pattern": "a.*"}])
+def test_exactly_one_subscription_argument_at_parse_time(kwargs: dict) -> None:
+    for build in (KafkaResolveOffsetsOperator, KafkaPartitionsSensor,
+                  KafkaIntervalCompleteSensor):
+        with pytest.raises(OffsetSpecError, match="exactly one of topics="):
+            build(task_id="t", **kwargs)
+
+
+def test_bad_options_fail_at_parse_time() -> None:
+    with pytest.raises(OffsetSpecError, match="isolation_level"):
+        KafkaResolveOffsetsOperator(task_id="r", topics="a", isolation_level="dirty")
+    with pytest.raises(OffsetSpecError, match="on_data_loss"):
+        KafkaResolveOffsetsOperator(task_id="r", topics="a", on_data_loss="ignore")
+
+
+def test_resolve_specs_default_to_the_data_interval() -> None:
+    op = KafkaResolveOffsetsOperator(task_id="r", topics="a")
+    context = {"params": {}, "data_interval_start": T0, "data_interval_end": T1}
+    assert op.specs(context) == (Timestamp.from_datetime(T0), Timestamp.from_datetime(T1))
+
+
+def test_resolve_params_override_arguments_and_interval() -> None:
+    op = KafkaResolveOffsetsOperator(task_id="r", topics="a", start="earliest",
+                                     stop="timestamp:2024-05-01T11:00:00Z")
+    context = {"params": {"start": None, "stop": "latest"},
+               "data_interval_start": T0, "data_interval_end": T0}
+    assert op.specs(context) == (Earliest(), Latest())
+
+
+def test_zero_width_interval_is_an_error() -> None:
+    op = KafkaResolveOffsetsOperator(task_id="r", topics="a")
+    context = {"params": {}, "data_interval_start": T0, "data_interval_end": T0}
+    with pytest.raises(OffsetSpecError, match="zero-width.*Params 'start' and 'stop'"):
+        op.specs(context)
+
+
+def test_missing_data_interval_is_an_error() -> None:
+    op = KafkaResolveOffsetsOperator(task_id="r", topics="a")
+    with pytest.raises(OffsetSpecError, match="no data interval.*Param 'start'"):
+        op.specs({"params": {}, "data_interval_start": None, "data_interval_end": None})
+
+
+def test_a_bad_spec_names_the_argument() -> None:
+    op = KafkaResolveOffsetsOperator(task_id="r", topics="a", start="yesterday")
+    with pytest.raises(OffsetSpecError, match="^start: unknown offset spec 'yesterday'"):
+        op.specs({"params": {}, "data_interval_start": T0, "data_interval_end": T1})
+
+
+def test_commit_needs_a_group_and_valid_ranges() -> None:
+    ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),)).to_dict()
+    with pytest.raises(OffsetSpecError, match="no consumer group to commit to"):
+        KafkaCommitOffsetsOperator(task_id="c", ranges=ranges).execute({})
+    with pytest.raises(OffsetSpecError, match="version"):
+        KafkaCommitOffsetsOperator(task_id="c", ranges={"ranges": []}, group_id="g").execute({})
+
+
+def test_triggers_serialize_by_module_and_qualname() -> None:
+    triggers = [
+        KafkaPartitionsTrigger(topic_pattern="a.*", min_partitions=4, poll_interval=2),
+        KafkaIntervalCompleteTrigger(kafka_conn_id="other", partitions=[["a", 1]],
+                                     end_ms=1_714_557_600_000, idle_timeout=300),
+    ]
+    for trigger in triggers:
+        classpath, kwargs = trigger.serialize()
+        module, _, name = classpath.rpartition(".")
+        assert getattr(importlib.import_module(module), name) is type(trigger)
+        kwargs = json.loads(json.dumps(kwargs))
+        assert type(trigger)(**kwargs).serialize() == (classpath, kwargs)
+    assert triggers[1].serialize()[1] == {
+        "kafka_conn_id": "other", "partitions": [["a", 1]], "poll_interval": 30.0,
+        "end_ms": 1_714_557_600_000, "idle_timeout": 300.0,
+    }
+
+
+def test_sensor_end_and_idle_timeout() -> None:
+    sensor = KafkaIntervalCompleteSensor(task_id="s", topics="a",
+                                         idle_timeout=timedelta(minutes=5))
+    assert sensor.idle_timeout == 300.0
+    millis = Timestamp.from_datetime(T1).millis
+    assert sensor.end_ms({"data_interval_end": T1}) == millis
+    for end in (T1, "2024-05-01 11:00:00+00:00", "timestamp:2024-05-01T11:00:00Z"):
+        sensor.end = end
+        assert sensor.end_ms({}) == millis
+    sensor.end = None
+    with pytest.raises(OffsetSpecError, match="no data interval"):
+        sensor.end_ms({"data_interval_end": None})
+
+
+def test_late_partitions() -> None:
+    end, now = 90_000, 100_000
+    newest = {("a", 0): 90_000, ("a", 1): 89_999, ("a", 2): -1, ("a", 3): None,
+              ("a", 4): 50_000}
+    late, idle = late_partitions(newest, end, idle_timeout=None, now_ms=now)
+    assert sorted(late) == [("a", 1), ("a", 2), ("a", 3), ("a", 4)]
+    assert "has no record" in late[("a", 2)] and "did not answer" in late[("a", 3)]
+    assert idle == []
+    # 30 s idle: newest records before 70_000, and empty partitions, count as idle.
+    late, idle = late_partitions(newest, end, idle_timeout=30, now_ms=now)
+    assert sorted(late) == [("a", 1), ("a", 3)]
+    assert idle == [("a", 2), ("a", 4)]
+
+
+def test_ranges_table() -> None:
+    ranges = OffsetRanges((PartitionRange("orders", 0, 5, 15), PartitionRange("orders", 1, 0, 0)))
+    assert ranges_table(ranges).splitlines() == [
+        "topic   partition  start  stop  offsets",
+        "orders          0      5    15       10",
+        "orders          1      0     0        0",
+    ]
+
+
+def test_provider_info_lists_importable_modules() -> None:
+    info = get_provider_info()
+    modules = [m for kind in ("hooks", "operators", "sensors", "triggers")
+               for entry in info[kind] for m in entry["python-modules"]]
+    assert len(modules) == 7
+    for module in modules:
+        importlib.import_module(module)
+    assert "connection-types" not in info
+
+
+def test_importing_the_airflow_layer_does_not_import_spark() -> None:
+    code = ("import sys, airflow_provider_kafka_spark.operators, airflow_provider_kafka_spark.sensors,"
+            " airflow_provider_kafka_spark.hooks, airflow_provider_kafka_spark.triggers;"
+            " print('pyspark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
