@@ -46,7 +46,7 @@ def arrange(kafka_config: dict[str, Any], topic: str) -> dict[str, list[tuple]]:
 
 def rows(spark: Any, path: Path, file_format: str = "parquet") -> list[tuple]:
     df = spark.read.format(file_format).load(str(path))
-    return sorted((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"]))
+    return sorted((r["partition"], r["offset"], r["key"] and bytes(r["key"]), bytes(r["value"]))
                   for r in df.select("partition", "offset", "key", "value").collect())
 
 
