@@ -85,19 +85,20 @@ def new_topic(kafka_admin: Any) -> Iterator[Callable[..., str]]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    """One local[2] SparkSession for the whole run (it takes seconds to start)."""
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
+    """One local[2] SparkSession for the whole run (it takes seconds to start).
 
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("airflow-provider-kafka-spark-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
+    Spark's own Kafka source (for ``engine="spark-kafka"``) is on the classpath: its jars are
+    fetched once with Maven from ``tools/spark-kafka/pom.xml`` into ``.cache/spark-kafka/jars``.
+    """
+    from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars, spark_session
+
+    jars = fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
+                                  ROOT / ".cache" / "spark-kafka" / "jars")
+    session = spark_session(
+        "local[2]",
+        app_name="airflow-provider-kafka-spark-tests",
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
+        jars=jars,
     )
     try:
         yield session

@@ -1,0 +1,54 @@
+"""Bounded Kafka reads on Spark. No Airflow import: usable from any PySpark job::
+
+    from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
+    from airflow_provider_kafka_spark.spark import read_kafka, spark_session
+
+    config = {"bootstrap.servers": "127.0.0.1:9092"}
+    ranges = resolve_offsets(config, Subscription.topics(["orders"]), "earliest", "latest")
+    df = read_kafka(spark_session(), ranges, config)
+"""
+
+from airflow_provider_kafka_spark.spark.datasource import (
+    FORMAT_NAME,
+    KafkaBoundedDataSource,
+    read_split,
+)
+from airflow_provider_kafka_spark.spark.decode import decode_kafka
+from airflow_provider_kafka_spark.spark.errors import (
+    DecodeError,
+    KafkaReadError,
+    SparkKafkaSourceMissingError,
+)
+from airflow_provider_kafka_spark.spark.read import kafka_errors, read_kafka
+from airflow_provider_kafka_spark.spark.schema import kafka_schema
+from airflow_provider_kafka_spark.spark.session import (
+    SparkKafkaJarsError,
+    fetch_spark_kafka_jars,
+    spark_kafka_package,
+    spark_session,
+)
+from airflow_provider_kafka_spark.spark.splits import plan_splits
+from airflow_provider_kafka_spark.spark.summary import PartitionSummary, summarize
+from airflow_provider_kafka_spark.spark.write import WriteResult, write_kafka
+
+__all__ = [
+    "FORMAT_NAME",
+    "DecodeError",
+    "KafkaBoundedDataSource",
+    "KafkaReadError",
+    "PartitionSummary",
+    "SparkKafkaJarsError",
+    "SparkKafkaSourceMissingError",
+    "WriteResult",
+    "decode_kafka",
+    "fetch_spark_kafka_jars",
+    "kafka_errors",
+    "kafka_schema",
+    "plan_splits",
+    "read_kafka",
+    "read_split",
+    "spark_kafka_package",
+    "spark_session",
+    "summarize",
+    "write_kafka",
+]

@@ -1,0 +1,352 @@
+"""The ``kafka_bounded`` PySpark Python Data Source: reads exact offset ranges as Arrow batches.
+
+Driver side, :class:`KafkaBoundedDataSource` turns the ``ranges`` option into splits
+(:func:`~airflow_provider_kafka_spark.spark.splits.plan_splits`). Executor side,
+:func:`read_split` reads one split with a confluent-kafka ``Consumer`` that is ``assign()``-ed
+at the split's start (never ``subscribe()``) and yields ``pyarrow.RecordBatch`` es in the schema
+of :func:`~airflow_provider_kafka_spark.spark.schema.kafka_schema`.
+
+Options (all strings, as Spark passes them):
+
+``ranges``
+    An ``OffsetRanges`` JSON document (required).
+``kafka.<librdkafka key>``
+    The client config, e.g. ``kafka.bootstrap.servers``; the consumer is built by
+    :func:`~airflow_provider_kafka_spark.offsets.consumer_config`.
+``isolationLevel``
+    ``read_committed`` (default) or ``read_uncommitted``.
+``maxRecordsPerSplit``
+    Cut ranges into splits of at most this many offsets (default: one split per range).
+``includeHeaders``
+    ``true`` (default) or ``false``.
+``onDataLoss``
+    ``fail`` (default) or ``skip``.
+``pollTimeout``
+    Seconds a split may make no progress before it fails (default 60).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from airflow_provider_kafka_spark.offsets.config import check_isolation_level, consumer_config
+from airflow_provider_kafka_spark.offsets.errors import DataLossError, OffsetSpecError
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
+from airflow_provider_kafka_spark.spark.errors import KafkaReadError
+from airflow_provider_kafka_spark.spark.schema import kafka_schema
+from airflow_provider_kafka_spark.spark.splits import plan_splits
+
+log = logging.getLogger(__name__)
+
+FORMAT_NAME = "kafka_bounded"
+KAFKA_OPTION_PREFIX = "kafka."
+DEFAULT_POLL_TIMEOUT = 60.0
+# Records per Arrow batch handed to Spark, and per consume() call.
+ARROW_BATCH_RECORDS = 20_000
+CONSUME_RECORDS = 5_000
+# The longest single consume() wait; progress is checked between waits.
+_CONSUME_WAIT = 0.5
+_DATA_LOSS_CODES = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
+# Errors that cannot heal by waiting: fail the split at once.
+_PERMANENT_CODES = frozenset({
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError._UNKNOWN_TOPIC,
+    KafkaError._UNKNOWN_PARTITION,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION,
+    KafkaError._SSL,
+    KafkaError._INVALID_ARG,
+})
+# librdkafka timestamp type -> Java TimestampType id, as Spark's kafka source reports it.
+_NO_TIMESTAMP, _CREATE_TIME, _LOG_APPEND_TIME = -1, 0, 1
+
+
+def kafka_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
+    """``kafka_config`` as ``kafka.``-prefixed string options.
+
+    Raises:
+        OffsetSpecError: a value that cannot travel as a string (a callback, a dict...).
+    """
+    options: dict[str, str] = {}
+    for key, value in kafka_config.items():
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            text = str(value)
+        else:
+            raise OffsetSpecError(
+                f"kafka_config[{key!r}] is a {type(value).__name__}; Spark executors only receive "
+                "string, number or boolean settings. Remove callbacks and objects from the config."
+            )
+        options[KAFKA_OPTION_PREFIX + str(key)] = text
+    return options
+
+
+def _config_from_options(options: Mapping[str, str]) -> dict[str, str]:
+    # Spark may lower-case option keys; librdkafka keys are lower-case anyway.
+    return {k[len(KAFKA_OPTION_PREFIX):]: v for k, v in options.items()
+            if k.lower().startswith(KAFKA_OPTION_PREFIX)}
+
+
+def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
+    value = options.get(name)
+    if value is None:
+        return default
+    if value.lower() not in ("true", "false"):
+        raise OffsetSpecError(f"option {name}={value!r} must be 'true' or 'false'.")
+    return value.lower() == "true"
+
+
+class KafkaSplit(InputPartition):
+    """One Spark input partition: a contiguous ``[start, stop)`` slice of one Kafka partition."""
+
+    def __init__(self, split: PartitionRange) -> None:
+        super().__init__(split)
+        self.split = split
+
+
+class KafkaBoundedDataSource(DataSource):
+    """``spark.read.format("kafka_bounded")``: a bounded read of exact offset ranges."""
+
+    @classmethod
+    def name(cls) -> str:
+        return FORMAT_NAME
+
+    def schema(self) -> StructType:
+        return kafka_schema(_bool_option(self.options, "includeHeaders", True))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBoundedReader(self.options, schema)
+
+
+class KafkaBoundedReader(DataSourceReader):
+    """Plans splits on the driver; reads each one on an executor with :func:`read_split`."""
+
+    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+        if "ranges" not in options:
+            raise OffsetSpecError(
+                f"format {FORMAT_NAME!r} needs the 'ranges' option: an OffsetRanges JSON document."
+            )
+        self.ranges = OffsetRanges.from_json(options["ranges"])
+        self.kafka_config = _config_from_options(options)
+        self.isolation_level = check_isolation_level(
+            options.get("isolationLevel", "read_committed"))
+        max_records = options.get("maxRecordsPerSplit")
+        self.max_records_per_split = int(max_records) if max_records else None
+        self.include_headers = "headers" in schema.fieldNames()
+        self.on_data_loss = options.get("onDataLoss", "fail")
+        if self.on_data_loss not in ("fail", "skip"):
+            raise OffsetSpecError(
+                f"onDataLoss={self.on_data_loss!r} is not valid; use 'fail' or 'skip'.")
+        self.poll_timeout = float(options.get("pollTimeout", DEFAULT_POLL_TIMEOUT))
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        return [KafkaSplit(s) for s in plan_splits(self.ranges, self.max_records_per_split)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, KafkaSplit)
+        return read_split(
+            partition.split,
+            self.kafka_config,
+            isolation_level=self.isolation_level,
+            include_headers=self.include_headers,
+            on_data_loss=self.on_data_loss,
+            poll_timeout=self.poll_timeout,
+            arrow_schema=to_arrow_schema(self.schema, timezone="UTC"),
+        )
+
+
+def read_split(
+    split: PartitionRange,
+    kafka_config: Mapping[str, Any],
+    *,
+    isolation_level: str = "read_committed",
+    include_headers: bool = True,
+    on_data_loss: str = "fail",
+    poll_timeout: float = DEFAULT_POLL_TIMEOUT,
+    arrow_schema: pa.Schema | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """Read exactly the records of ``split`` (offsets ``[start, stop)``) as Arrow batches.
+
+    The split is complete once the consumer's position reaches ``stop``: a record at an offset
+    ``>= stop`` arrives (it is dropped) or the end of the partition is reported at or after
+    ``stop``. It never waits for a record at ``stop - 1``: transaction markers, aborted records
+    (under ``read_committed``) and compaction leave gaps.
+
+    Raises:
+        DataLossError: offsets of the split were deleted (``OFFSET_OUT_OF_RANGE``) and
+            ``on_data_loss="fail"``. With ``"skip"`` the reader logs a warning, counts the lost
+            offsets and continues at the log start offset.
+        KafkaReadError: no progress for ``poll_timeout`` seconds (broker down, an open
+            transaction holding the last stable offset below ``stop``), or a permanent error.
+    """
+    if split.start >= split.stop:
+        return
+    schema = arrow_schema or to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
+    consumer = Consumer(consumer_config(kafka_config, isolation_level=isolation_level))
+    try:
+        consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
+        yield from _SplitReader(
+            consumer, split, schema, include_headers, on_data_loss, poll_timeout, isolation_level
+        ).batches()
+    finally:
+        consumer.close()
+
+
+class _SplitReader:
+    """The consume loop of one split; owns the position bookkeeping."""
+
+    def __init__(self, consumer: Consumer, split: PartitionRange, schema: pa.Schema,
+                 include_headers: bool, on_data_loss: str, poll_timeout: float,
+                 isolation_level: str) -> None:
+        self.consumer = consumer
+        self.split = split
+        self.schema = schema
+        self.include_headers = include_headers
+        self.on_data_loss = on_data_loss
+        self.poll_timeout = poll_timeout
+        self.isolation_level = isolation_level
+        self.position = split.start  # the next offset this split still needs
+        self.end_of_log: int | None = None  # last end-of-partition offset seen below stop
+        self.last_error: KafkaError | None = None
+        self.skipped = 0
+        self._reset_columns()
+
+    def _reset_columns(self) -> None:
+        self.keys: list[bytes | None] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.timestamps: list[int] = []
+        self.timestamp_types: list[int] = []
+        self.headers: list[Any] = []
+
+    def batches(self) -> Iterator[pa.RecordBatch]:
+        stop = self.split.stop
+        last_progress = time.monotonic()
+        while self.position < stop:
+            before = self.position
+            # Ask for no more than the offsets left, so a small range returns at once.
+            messages = self.consumer.consume(min(CONSUME_RECORDS, stop - self.position),
+                                             _CONSUME_WAIT)
+            self._take(messages)
+            if len(self.offsets) >= ARROW_BATCH_RECORDS:
+                yield self._batch()
+            if self.position > before:
+                last_progress = time.monotonic()
+            elif time.monotonic() - last_progress > self.poll_timeout:
+                raise KafkaReadError(self._stalled_message())
+        if self.offsets:
+            yield self._batch()
+        if self.skipped:
+            log.warning("%s/%d: skipped %d deleted offset(s) (on_data_loss='skip').",
+                        self.split.topic, self.split.partition, self.skipped)
+
+    def _take(self, messages: list[Message]) -> None:
+        """Append the records below ``stop``; advance ``position``; handle events."""
+        stop = self.split.stop
+        keys, values, offsets = self.keys, self.values, self.offsets
+        timestamps, timestamp_types, headers = self.timestamps, self.timestamp_types, self.headers
+        include_headers = self.include_headers
+        for message in messages:
+            error = message.error()
+            if error is None:
+                offset: int = message.offset()  # type: ignore[assignment]  # set on records
+                if offset >= stop:
+                    self.position = stop
+                    return
+                keys.append(message.key())
+                values.append(message.value())
+                offsets.append(offset)
+                timestamp_type, timestamp = message.timestamp()
+                timestamps.append(timestamp)
+                timestamp_types.append(timestamp_type)
+                if include_headers:
+                    headers.append(message.headers())  # None without headers, as Spark
+                self.position = offset + 1
+            elif error.code() == KafkaError._PARTITION_EOF:
+                end: int = message.offset()  # type: ignore[assignment]  # set on EOF events
+                if end >= stop:
+                    self.position = stop
+                    return
+                # Skipped markers or aborted records count as progress; the end of the
+                # readable log below stop does not.
+                self.position = max(self.position, end)
+                self.end_of_log = end
+            elif error.code() in _DATA_LOSS_CODES:
+                self._data_lost(error)
+                return
+            elif error.fatal() or error.code() in _PERMANENT_CODES:
+                raise KafkaReadError(
+                    f"reading {self._where()} failed at offset {self.position}: {error.str()}. "
+                    "Check that the topic exists and the client config (security, ACLs)."
+                )
+            else:
+                # Transient (broker down, timeouts): librdkafka retries; poll_timeout bounds it.
+                self.last_error = error
+
+    def _data_lost(self, error: KafkaError) -> None:
+        tp = TopicPartition(self.split.topic, self.split.partition)
+        low, _high = self.consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
+        lost = max(min(low, self.split.stop) - self.position, 0)
+        detail = (f"{self._where()}: offsets {self.position}..{min(low, self.split.stop) - 1} "
+                  f"were deleted while the range was being read (log start offset is now {low})")
+        if self.on_data_loss == "fail":
+            raise DataLossError(
+                f"data loss in {detail}; broker said: {error.str()}. Retention or "
+                "delete_records removed them. Pass on_data_loss='skip' to read what is left, "
+                "or resolve the offsets again. "
+                f"[lost: {self.split.topic}/{self.split.partition}={lost}]",
+                {(self.split.topic, self.split.partition): lost},
+            )
+        log.warning("skipping lost data (on_data_loss='skip'): %s.", detail)
+        self.skipped += lost
+        self.position = max(self.position, low)
+        if self.position < self.split.stop:
+            self.consumer.assign([TopicPartition(tp.topic, tp.partition, self.position)])
+
+    def _batch(self) -> pa.RecordBatch:
+        n = len(self.offsets)
+        timestamps = pc.multiply(pa.array(self.timestamps, pa.int64()), 1000)
+        # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime -> Java ids -1, 0, 1.
+        timestamp_types = pc.subtract(pa.array(self.timestamp_types, pa.int32()), 1)
+        arrays = [
+            pa.array(self.keys, pa.binary()),
+            pa.array(self.values, pa.binary()),
+            pa.repeat(pa.scalar(self.split.topic, pa.string()), n),
+            pa.repeat(pa.scalar(self.split.partition, pa.int32()), n),
+            pa.array(self.offsets, pa.int64()),
+            timestamps.cast(self.schema.field("timestamp").type),
+            timestamp_types,
+        ]
+        if self.include_headers:
+            arrays.append(pa.array(self.headers, self.schema.field("headers").type))
+        self._reset_columns()
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def _where(self) -> str:
+        return f"{self.split.topic}/{self.split.partition} [{self.split.start}, {self.split.stop})"
+
+    def _stalled_message(self) -> str:
+        reason = (f"the last error was: {self.last_error.str()}" if self.last_error
+                  else "no error was reported")
+        end = ("" if self.end_of_log is None else
+               f" The readable end of the partition ({self.isolation_level}) is "
+               f"{self.end_of_log}, below the range's stop: an open transaction holds the last "
+               "stable offset, or the range was resolved with another isolation level.")
+        return (f"reading {self._where()} made no progress for {self.poll_timeout:.0f}s at "
+                f"offset {self.position}; {reason}.{end} Check the brokers, or raise "
+                "poll_timeout.")

@@ -1,0 +1,260 @@
+"""``read_kafka``: a bounded Spark read of exactly the resolved offset ranges."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, Literal
+
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+
+from airflow_provider_kafka_spark.offsets.config import check_isolation_level, client_config
+from airflow_provider_kafka_spark.offsets.errors import (
+    DataLossError,
+    OffsetResolutionError,
+    OffsetSpecError,
+)
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
+from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.spark.datasource import (
+    DEFAULT_POLL_TIMEOUT,
+    FORMAT_NAME,
+    KafkaBoundedDataSource,
+    kafka_options,
+)
+from airflow_provider_kafka_spark.spark.errors import (
+    KafkaReadError,
+    SparkKafkaSourceMissingError,
+)
+from airflow_provider_kafka_spark.spark.schema import kafka_schema
+from airflow_provider_kafka_spark.spark.session import spark_kafka_package
+from airflow_provider_kafka_spark.spark.splits import default_max_records_per_split
+
+log = logging.getLogger(__name__)
+
+Engine = Literal["python", "spark-kafka"]
+ENGINES: tuple[str, ...] = ("python", "spark-kafka")
+# Settings Spark's kafka source owns or rejects; never forwarded to it.
+_SPARK_KAFKA_OWNED = frozenset({
+    "group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level",
+    "key.deserializer", "value.deserializer", "interceptor.classes",
+})
+
+
+def read_kafka(
+    spark: SparkSession,
+    ranges: OffsetRanges | str | Mapping[str, Any],
+    kafka_config: Mapping[str, Any],
+    *,
+    isolation_level: str = "read_committed",
+    max_records_per_split: int | None = None,
+    engine: Engine = "python",
+    include_headers: bool = True,
+    on_data_loss: Literal["fail", "skip"] = "fail",
+    poll_timeout: float = DEFAULT_POLL_TIMEOUT,
+) -> DataFrame:
+    """A DataFrame of exactly the records in ``ranges``: offsets ``[start, stop)`` per partition.
+
+    The schema is that of Spark's ``kafka`` source (see
+    :func:`~airflow_provider_kafka_spark.spark.schema.kafka_schema`); ``headers`` only with
+    ``include_headers``. Reading the same ranges again returns the same records, so a retried
+    task is idempotent. Under ``read_committed`` aborted records and transaction markers are
+    not returned; a range may therefore hold fewer records than ``stop - start``.
+
+    Args:
+        spark: the session to read with.
+        ranges: an ``OffsetRanges``, its JSON string or its dict (e.g. from XCom).
+        kafka_config: librdkafka settings; ``bootstrap.servers`` is required.
+        isolation_level: ``"read_committed"`` or ``"read_uncommitted"``; use the level the
+            ranges were resolved with.
+        max_records_per_split: cut each range into contiguous Spark partitions of at most this
+            many offsets. Default: ``ceil(total / default parallelism)``, at least 50,000, so
+            one big partition still keeps every core busy.
+        engine: ``"python"`` (a Python data source; needs no JVM jar) or ``"spark-kafka"``
+            (Spark's own ``kafka`` source with numeric ``startingOffsets``/``endingOffsets``;
+            needs the ``spark-sql-kafka-0-10`` package on the classpath).
+        include_headers: add the ``headers`` column.
+        on_data_loss: ``"fail"``: offsets deleted before or during the read raise
+            :class:`DataLossError`; ``"skip"``: log and count them and read what is left.
+        poll_timeout: seconds a split may make no progress before it fails
+            (``engine="python"``).
+
+    Empty ranges give an empty DataFrame with the schema, without contacting Kafka.
+    Offsets already deleted when ``read_kafka`` is called are detected here on the driver;
+    deletions during the Spark job fail the job on the executor. Wrap the action in
+    :func:`kafka_errors` to get :class:`DataLossError` / :class:`KafkaReadError` back.
+
+    Raises:
+        OffsetSpecError: invalid ranges or options.
+        DataLossError: the start of a range is below the partition's log start offset and
+            ``on_data_loss="fail"``.
+        SparkKafkaSourceMissingError: ``engine="spark-kafka"`` without the package.
+    """
+    offset_ranges = OffsetRanges.from_json(ranges)
+    level = check_isolation_level(isolation_level)
+    if engine not in ENGINES:
+        raise OffsetSpecError(f"engine={engine!r} is not valid; use one of {ENGINES}.")
+    if on_data_loss not in ("fail", "skip"):
+        raise OffsetSpecError(f"on_data_loss={on_data_loss!r} is not valid; use 'fail' or 'skip'.")
+    if isinstance(poll_timeout, bool) or not isinstance(poll_timeout, int | float) \
+            or poll_timeout <= 0:
+        raise OffsetSpecError(f"poll_timeout={poll_timeout!r} must be a positive number of seconds.")
+    config = client_config(kafka_config)
+    if offset_ranges.is_empty():
+        return spark.createDataFrame([], kafka_schema(include_headers))
+    if offset_ranges.isolation_level != level:
+        log.warning("The ranges were resolved with %s but are read with %s; a read_committed "
+                    "read of read_uncommitted ranges can wait on open transactions.",
+                    offset_ranges.isolation_level, level)
+    offset_ranges = _drop_deleted(config, offset_ranges, on_data_loss)
+    if max_records_per_split is None:
+        max_records_per_split = default_max_records_per_split(
+            offset_ranges.total(), _parallelism(spark))
+    if engine == "spark-kafka":
+        return _read_spark_kafka(spark, offset_ranges, config, level, max_records_per_split,
+                                 include_headers, on_data_loss)
+    spark.dataSource.register(KafkaBoundedDataSource)
+    return (
+        spark.read.format(FORMAT_NAME)
+        .option("ranges", offset_ranges.to_json())
+        .option("isolationLevel", level)
+        .option("maxRecordsPerSplit", str(max_records_per_split))
+        .option("includeHeaders", str(include_headers).lower())
+        .option("onDataLoss", on_data_loss)
+        .option("pollTimeout", str(float(poll_timeout)))
+        .options(**kafka_options(config))
+        .load()
+    )
+
+
+@contextmanager
+def kafka_errors() -> Iterator[None]:
+    """Re-raise executor-side read failures of a Spark action as this package's exceptions.
+
+    Spark reports an exception raised in a Python worker as a generic ``PythonException`` /
+    ``Py4JJavaError`` carrying the traceback text. Inside ``with kafka_errors():`` a failure
+    caused by :class:`DataLossError` or :class:`KafkaReadError` is raised as that class
+    (chained to the original); anything else propagates unchanged::
+
+        with kafka_errors():
+            df.write.parquet(path)
+    """
+    try:
+        yield
+    except (DataLossError, KafkaReadError):
+        raise
+    except Exception as exc:
+        converted = _executor_error(str(exc))
+        if converted is None:
+            raise
+        raise converted from exc
+
+
+_EXECUTOR_ERROR = re.compile(
+    r"(?:[\w.]+\.)?(DataLossError|KafkaReadError): (.*?)(?:\n|$)")
+_LOST = re.compile(r"\[lost: ([\w.-]+)/(\d+)=(\d+)\]")
+
+
+def _executor_error(text: str) -> DataLossError | KafkaReadError | None:
+    match = _EXECUTOR_ERROR.search(text)
+    if match is None:
+        return None
+    kind, message = match.groups()
+    if kind == "KafkaReadError":
+        return KafkaReadError(message)
+    lost = {(t, int(p)): int(n) for t, p, n in _LOST.findall(message)}
+    return DataLossError(message, lost)
+
+
+def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
+                  on_data_loss: str) -> OffsetRanges:
+    """Check range starts against log start offsets (one batched request)."""
+    todo = [r for r in ranges if r.size > 0]
+    admin = admin_client(config)
+    try:
+        futures = admin.list_offsets(
+            {TopicPartition(r.topic, r.partition): KafkaOffsetSpec.earliest() for r in todo},
+            request_timeout=30)
+        earliest = {(tp.topic, tp.partition): f.result(timeout=30).offset
+                    for tp, f in futures.items()}
+    except KafkaException as exc:
+        raise OffsetResolutionError(
+            f"could not read the log start offsets of the ranges: {exc}. Check "
+            "bootstrap.servers and that the topics still exist.") from None
+    lost: dict[tuple[str, int], int] = {}
+    kept: list[PartitionRange] = []
+    for r in ranges:
+        low = earliest.get((r.topic, r.partition), r.start)
+        gone = min(low, r.stop) - r.start
+        if gone > 0:
+            lost[(r.topic, r.partition)] = gone
+            kept.append(PartitionRange(r.topic, r.partition, r.start + gone, r.stop))
+        else:
+            kept.append(r)
+    if not lost:
+        return ranges
+    detail = ", ".join(f"{t}/{p}: {n} offset(s)" for (t, p), n in sorted(lost.items()))
+    if on_data_loss == "fail":
+        raise DataLossError(
+            f"data in the ranges was deleted after they were resolved ({detail}): the start is "
+            "below the log start offset (retention or delete_records). Pass "
+            "on_data_loss='skip' to read what is left, or resolve the offsets again.", lost)
+    log.warning("Skipping deleted offsets (on_data_loss='skip'): %s", detail)
+    merged = dict(ranges.lost)
+    for key, n in lost.items():
+        merged[key] = merged.get(key, 0) + n
+    return OffsetRanges(tuple(kept), starting=ranges.starting, stopping=ranges.stopping,
+                        isolation_level=ranges.isolation_level, group_id=ranges.group_id,
+                        resolved_at=ranges.resolved_at, lost=merged)
+
+
+def _parallelism(spark: SparkSession) -> int:
+    try:
+        return max(int(spark.sparkContext.defaultParallelism), 1)
+    except Exception:  # Spark Connect has no SparkContext: fall back to the configured value.
+        return max(int(spark.conf.get("spark.default.parallelism", "2") or 2), 1)
+
+
+def _read_spark_kafka(spark: SparkSession, ranges: OffsetRanges, config: dict[str, Any],
+                      isolation_level: str, max_records_per_split: int,
+                      include_headers: bool, on_data_loss: str) -> DataFrame:
+    """Spark's ``kafka`` source over the same ranges, with numeric offsets only."""
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for r in ranges:
+        if r.size == 0:
+            continue
+        assign.setdefault(r.topic, []).append(r.partition)
+        starting.setdefault(r.topic, {})[str(r.partition)] = r.start
+        ending.setdefault(r.topic, {})[str(r.partition)] = r.stop
+    client = {k: v for k, v in config.items() if k not in _SPARK_KAFKA_OWNED}
+    reader = (
+        spark.read.format("kafka")
+        .option("assign", json.dumps(assign))
+        .option("startingOffsets", json.dumps(starting))
+        .option("endingOffsets", json.dumps(ending))
+        .option("kafka.isolation.level", isolation_level)
+        .option("includeHeaders", str(include_headers).lower())
+        .option("failOnDataLoss", str(on_data_loss == "fail").lower())
+        .option("maxRecordsPerPartition", str(max_records_per_split))
+        .options(**kafka_options(client))
+    )
+    try:
+        return reader.load()
+    except AnalysisException as exc:
+        if "DATA_SOURCE_NOT_FOUND" not in (exc.getCondition() or "") and \
+                "Failed to find data source" not in str(exc):
+            raise
+        raise SparkKafkaSourceMissingError(
+            "engine='spark-kafka' needs Spark's kafka source, which is not on this session's "
+            f"classpath. Start the session with spark.jars.packages={spark_kafka_package()} "
+            "(spark_session(spark_kafka=True) does that), or add the jar with spark.jars; or use "
+            "engine='python', which needs no jar."
+        ) from None

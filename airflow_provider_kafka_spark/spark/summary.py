@@ -1,0 +1,83 @@
+"""Per-partition statistics of a Kafka DataFrame, for logs and XCom."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True, order=True)
+class PartitionSummary:
+    """What a read returned for one topic partition.
+
+    ``first_offset``/``last_offset`` are the smallest and largest offsets present (both
+    inclusive; gaps are possible); the timestamps are the record timestamps' min and max (UTC).
+    """
+
+    topic: str
+    partition: int
+    records: int
+    first_offset: int
+    last_offset: int
+    min_timestamp: datetime | None
+    max_timestamp: datetime | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: timestamps as ISO-8601 UTC strings."""
+        def iso(ts: datetime | None) -> str | None:
+            return None if ts is None else ts.isoformat()
+
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "records": self.records,
+            "first_offset": self.first_offset,
+            "last_offset": self.last_offset,
+            "min_timestamp": iso(self.min_timestamp),
+            "max_timestamp": iso(self.max_timestamp),
+        }
+
+
+def summarize(df: DataFrame) -> list[PartitionSummary]:
+    """One :class:`PartitionSummary` per (topic, partition) present in ``df``, sorted.
+
+    ``df`` needs the ``topic``, ``partition``, ``offset`` and ``timestamp`` columns of
+    :func:`~airflow_provider_kafka_spark.spark.read_kafka`. Runs one aggregation job;
+    partitions without records are absent. Timestamps come back in UTC whatever the session
+    time zone (Spark returns naive datetimes in the driver's local time; they are converted).
+    """
+    rows = (
+        df.groupBy("topic", "partition")
+        .agg(
+            F.count(F.lit(1)).alias("records"),
+            F.min("offset").alias("first_offset"),
+            F.max("offset").alias("last_offset"),
+            F.min(F.unix_micros("timestamp")).alias("min_us"),
+            F.max(F.unix_micros("timestamp")).alias("max_us"),
+        )
+        .collect()
+    )
+    return sorted(
+        PartitionSummary(
+            topic=row["topic"],
+            partition=row["partition"],
+            records=row["records"],
+            first_offset=row["first_offset"],
+            last_offset=row["last_offset"],
+            min_timestamp=_from_micros(row["min_us"]),
+            max_timestamp=_from_micros(row["max_us"]),
+        )
+        for row in rows
+    )
+
+
+def _from_micros(micros: int | None) -> datetime | None:
+    if micros is None:
+        return None
+    return _EPOCH + timedelta(microseconds=micros)

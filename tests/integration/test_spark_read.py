@@ -1,0 +1,344 @@
+"""read_kafka against the real broker and a real local[2] Spark: exact record sets."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka.admin import OffsetSpec
+from pyspark.sql import Observation
+
+from airflow_provider_kafka_spark.offsets import (
+    DataLossError,
+    OffsetRanges,
+    PartitionRange,
+    Subscription,
+    resolve_offsets,
+)
+from airflow_provider_kafka_spark.spark import (
+    KafkaReadError,
+    PartitionSummary,
+    decode_kafka,
+    kafka_errors,
+    kafka_schema,
+    read_kafka,
+    read_split,
+    summarize,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+# Recent timestamps: records older than the topic's retention.ms would be deleted by the broker.
+BASE_MS = int(time.time() * 1000) - 60_000
+Row = tuple[str, int, int, bytes | None, bytes | None, datetime]
+
+
+def produce(kafka_config: dict[str, Any], topic: str, records: Iterable[tuple[int, bytes | None,
+            bytes | None]], *, headers: bool = False) -> list[Row]:
+    """Produce (partition, key, value) with timestamps BASE_MS + i; return the stored rows."""
+    producer = Producer({**kafka_config, "linger.ms": 5})
+    stored: list[Row] = []
+
+    def on_delivery(err: Any, msg: Any) -> None:
+        assert err is None, err
+        stored.append((msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
+                       _ts(msg.timestamp()[1])))
+
+    for i, (partition, key, value) in enumerate(records):
+        producer.produce(topic, value=value, key=key, partition=partition,
+                         timestamp=BASE_MS + i, on_delivery=on_delivery,
+                         headers=[("i", str(i).encode()), ("n", None)] if headers else None)
+    assert producer.flush(30) == 0
+    return sorted(stored)
+
+
+def _ts(ms: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=ms)
+
+
+def rows(df: Any) -> list[Row]:
+    """(topic, partition, offset, key, value, timestamp UTC) of every row, sorted."""
+    out = []
+    for r in df.select("topic", "partition", "offset", "key", "value", "timestamp").collect():
+        key = None if r["key"] is None else bytes(r["key"])
+        value = None if r["value"] is None else bytes(r["value"])
+        out.append((r["topic"], r["partition"], r["offset"], key, value,
+                    r["timestamp"].replace(tzinfo=UTC)))
+    return sorted(out)
+
+
+def full_ranges(kafka_config: dict[str, Any], topic: str,
+                isolation_level: str = "read_committed") -> OffsetRanges:
+    return resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest",
+                           isolation_level=isolation_level)
+
+
+def wait_for_markers(kafka_admin: Any, topic: str, partitions: int, timeout: float = 30) -> None:
+    """Commit markers are written asynchronously: wait until the LSO reaches the high watermark."""
+    tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
+    deadline = time.monotonic() + timeout
+    while True:
+        def latest(level: IsolationLevel) -> dict[int, int]:
+            futures = kafka_admin.list_offsets(tps, isolation_level=level)
+            return {tp.partition: f.result().offset for tp, f in futures.items()}
+        if latest(IsolationLevel.READ_COMMITTED) == latest(IsolationLevel.READ_UNCOMMITTED):
+            return
+        assert time.monotonic() < deadline, "transaction markers were not written in time"
+        time.sleep(0.1)
+
+
+def transactional_producer(kafka_config: dict[str, Any]) -> Producer:
+    producer = Producer({**kafka_config, "transactional.id": f"tx-{uuid.uuid4().hex[:8]}"})
+    producer.init_transactions(30)
+    return producer
+
+
+def test_reads_exactly_the_ranges(spark: Any, kafka_config: dict[str, Any],
+                                  new_topic: Any) -> None:
+    topic = new_topic(partitions=3)
+    stored = produce(kafka_config, topic,
+                     [(i % 3, f"k{i}".encode() if i % 5 else None, f"v{i}".encode() * 3)
+                      for i in range(60)])
+    # A slice in the middle of each partition: [3, 15) of 20 records per partition.
+    ranges = OffsetRanges(tuple(PartitionRange(topic, p, 3, 15) for p in range(3)))
+
+    df = read_kafka(spark, ranges.to_json(), kafka_config)
+
+    assert df.schema == kafka_schema(include_headers=True)
+    assert rows(df) == [r for r in stored if 3 <= r[2] < 15]
+    assert len(rows(df)) == 36
+
+
+def test_headers_timestamp_type_and_no_headers(spark: Any, kafka_config: dict[str, Any],
+                                               new_topic: Any) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, b"k", b"v"), (0, None, None)], headers=True)
+    ranges = full_ranges(kafka_config, topic)
+
+    got = read_kafka(spark, ranges, kafka_config).orderBy("offset").collect()
+    assert [r["headers"] for r in got] == [
+        [("i", b"0"), ("n", None)], [("i", b"1"), ("n", None)]]
+    assert [r["timestampType"] for r in got] == [0, 0]  # CreateTime
+    assert (got[1]["key"], got[1]["value"]) == (None, None)
+
+    plain = read_kafka(spark, ranges.to_dict(), kafka_config, include_headers=False)
+    assert plain.schema == kafka_schema(include_headers=False)
+    assert plain.count() == 2
+
+
+def test_empty_ranges_never_touch_kafka(spark: Any) -> None:
+    ranges = OffsetRanges((PartitionRange("nowhere", 0, 5, 5),))
+    unreachable = {"bootstrap.servers": "127.0.0.1:1"}
+
+    df = read_kafka(spark, ranges, unreachable)
+
+    assert df.schema == kafka_schema()
+    assert df.collect() == []
+    assert read_kafka(spark, OffsetRanges(()), unreachable, engine="spark-kafka").count() == 0
+
+
+def _transactional_topic(kafka_config: dict[str, Any], kafka_admin: Any,
+                         new_topic: Any) -> tuple[str, list[int], list[int]]:
+    """Offsets 0-4 committed, 5 marker, 6-10 aborted, 11 marker, 12-14 committed, 15 marker."""
+    topic = new_topic(partitions=1)
+    producer = transactional_producer(kafka_config)
+    for commit, values in ((True, range(0, 5)), (False, range(5, 10)), (True, range(10, 13))):
+        producer.begin_transaction()
+        for v in values:
+            producer.produce(topic, value=f"v{v}".encode(), partition=0)
+        producer.flush(30)
+        if commit:
+            producer.commit_transaction(30)
+        else:
+            producer.abort_transaction(30)
+    wait_for_markers(kafka_admin, topic, 1)
+    return topic, [0, 1, 2, 3, 4, 12, 13, 14], [6, 7, 8, 9, 10]
+
+
+@pytest.mark.timeout(120)
+def test_transactions_committed_vs_uncommitted(spark: Any, kafka_config: dict[str, Any],
+                                               kafka_admin: Any, new_topic: Any) -> None:
+    topic, committed, aborted = _transactional_topic(kafka_config, kafka_admin, new_topic)
+    ranges = full_ranges(kafka_config, topic)
+    assert [(r.start, r.stop) for r in ranges] == [(0, 16)]  # stop right after a commit marker
+
+    read = read_kafka(spark, ranges, kafka_config, poll_timeout=20)
+    assert [r["offset"] for r in read.orderBy("offset").collect()] == committed
+
+    uncommitted = read_kafka(spark, full_ranges(kafka_config, topic, "read_uncommitted"),
+                             kafka_config, isolation_level="read_uncommitted", poll_timeout=20)
+    assert [r["offset"] for r in uncommitted.orderBy("offset").collect()] == sorted(
+        committed + aborted)
+
+
+@pytest.mark.timeout(60)
+def test_stop_right_after_a_commit_marker_in_the_middle_finishes(
+        spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any) -> None:
+    topic, _, _ = _transactional_topic(kafka_config, kafka_admin, new_topic)
+    # [0, 6): records 0-4 and the commit marker at 5; the last record is at stop - 2.
+    # [6, 12): only aborted records and the abort marker: nothing to return, must still finish.
+    ranges = OffsetRanges((PartitionRange(topic, 0, 0, 6),))
+    gap_only = OffsetRanges((PartitionRange(topic, 0, 6, 12),))
+
+    assert [r["offset"] for r in read_kafka(spark, ranges, kafka_config, poll_timeout=20)
+            .orderBy("offset").collect()] == [0, 1, 2, 3, 4]
+    assert read_kafka(spark, gap_only, kafka_config, poll_timeout=20).count() == 0
+
+
+@pytest.mark.timeout(90)
+def test_open_transaction_stops_at_the_lso(spark: Any, kafka_config: dict[str, Any],
+                                           kafka_admin: Any, new_topic: Any) -> None:
+    topic = new_topic(partitions=1)
+    stored = produce(kafka_config, topic, [(0, None, f"c{i}".encode()) for i in range(4)])
+    producer = transactional_producer(kafka_config)
+    producer.begin_transaction()
+    for i in range(3):
+        producer.produce(topic, value=f"open{i}".encode(), partition=0)
+    producer.flush(30)
+    try:
+        ranges = full_ranges(kafka_config, topic)
+        assert [(r.start, r.stop) for r in ranges] == [(0, 4)]  # the LSO, not the HW (7)
+
+        df = read_kafka(spark, ranges, kafka_config, poll_timeout=20)
+
+        assert rows(df) == stored
+    finally:
+        producer.abort_transaction(30)
+
+
+def test_splits_read_each_offset_exactly_once(spark: Any, kafka_config: dict[str, Any],
+                                             new_topic: Any) -> None:
+    topic = new_topic(partitions=1)
+    stored = produce(kafka_config, topic, [(0, None, str(i).encode()) for i in range(100)])
+    ranges = OffsetRanges((PartitionRange(topic, 0, 5, 95),))
+
+    df = read_kafka(spark, ranges, kafka_config, max_records_per_split=25)
+
+    assert df.rdd.getNumPartitions() == 4
+    assert rows(df) == stored[5:95]
+    per_split = df.rdd.mapPartitions(lambda it: [[r["offset"] for r in it]]).collect()
+    assert [(min(s), max(s), len(s)) for s in per_split] == [
+        (5, 26, 22), (27, 49, 23), (50, 71, 22), (72, 94, 23)]
+
+
+@pytest.mark.timeout(120)
+def test_engine_parity(spark: Any, kafka_config: dict[str, Any], kafka_admin: Any,
+                       new_topic: Any) -> None:
+    topic = new_topic(partitions=3)
+    produce(kafka_config, topic, [(i % 3, f"k{i}".encode(), f"v{i}".encode())
+                                  for i in range(90)], headers=True)
+    producer = transactional_producer(kafka_config)
+    for commit in (True, False, True):
+        producer.begin_transaction()
+        for i in range(9):
+            producer.produce(topic, key=b"tx", value=f"t{i}".encode(), partition=i % 3)
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    wait_for_markers(kafka_admin, topic, 3)
+    ranges = OffsetRanges(tuple(
+        PartitionRange(r.topic, r.partition, 2, r.stop) for r in full_ranges(kafka_config, topic)))
+
+    python = read_kafka(spark, ranges, kafka_config, max_records_per_split=13)
+    builtin = read_kafka(spark, ranges, kafka_config, max_records_per_split=13,
+                         engine="spark-kafka")
+
+    assert python.schema == builtin.schema
+    order = ["topic", "partition", "offset"]
+    python_rows = python.orderBy(order).collect()
+    assert python_rows == builtin.orderBy(order).collect()
+    assert len(python_rows) == 3 * 28 + 18
+
+
+def test_deleted_before_the_read_raises_data_loss(spark: Any, kafka_config: dict[str, Any],
+                                                  kafka_admin: Any, new_topic: Any) -> None:
+    topic = new_topic(partitions=2)
+    stored = produce(kafka_config, topic, [(i % 2, None, str(i).encode()) for i in range(20)])
+    ranges = full_ranges(kafka_config, topic)
+    kafka_admin.delete_records([TopicPartition(topic, 0, 4)])[
+        TopicPartition(topic, 0, 4)].result(30)
+
+    with pytest.raises(DataLossError, match=rf"{topic}/0: 4 offset") as caught:
+        read_kafka(spark, ranges, kafka_config)
+    assert caught.value.lost == {(topic, 0): 4}
+
+    skipped = read_kafka(spark, ranges, kafka_config, on_data_loss="skip")
+    assert rows(skipped) == [r for r in stored if not (r[1] == 0 and r[2] < 4)]
+
+
+def test_deleted_during_the_read_raises_data_loss(spark: Any, kafka_config: dict[str, Any],
+                                                  kafka_admin: Any, new_topic: Any) -> None:
+    topic = new_topic(partitions=1)
+    stored = produce(kafka_config, topic, [(0, None, str(i).encode()) for i in range(30)])
+    ranges = full_ranges(kafka_config, topic)
+    df = read_kafka(spark, ranges, kafka_config)  # checked against the log start here
+    skipping = read_kafka(spark, ranges, kafka_config, on_data_loss="skip")
+    tp = TopicPartition(topic, 0, 10)
+    kafka_admin.delete_records([tp])[tp].result(30)
+
+    with pytest.raises(DataLossError, match=rf"{topic}/0 \[0, 30\)") as caught, kafka_errors():
+        df.collect()
+    assert caught.value.lost == {(topic, 0): 10}
+    assert rows(skipping) == stored[10:]
+
+
+def test_no_progress_fails_after_poll_timeout(kafka_config: dict[str, Any],
+                                              new_topic: Any) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"x")] * 3)
+    beyond_the_log = PartitionRange(topic, 0, 0, 10)
+
+    started = time.monotonic()
+    with pytest.raises(KafkaReadError, match=r"no progress for 2s at offset 3.*readable end"):
+        list(read_split(beyond_the_log, kafka_config, poll_timeout=2))
+    assert time.monotonic() - started < 10
+
+
+def test_decode_json_policies(spark: Any, kafka_config: dict[str, Any], new_topic: Any) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [
+        (0, b"a", b'{"id": 1, "name": "x"}'),
+        (0, b"b", b"not json"),
+        (0, b"\xff", b'{"id": 3, "name": "z"}'),
+        (0, None, None),
+    ])
+    df = read_kafka(spark, full_ranges(kafka_config, topic), kafka_config)
+    schema = "id long, name string"
+
+    with pytest.raises(Exception, match=rf"corrupt record in {topic}/0 at offset 1: value is not"):
+        decode_kafka(df, value_format="json", value_schema=schema).collect()
+
+    observation = Observation("decode")
+    skipped = decode_kafka(df, key_format="string", value_format="json", value_schema=schema,
+                           on_corrupt="skip", observation=observation).orderBy("offset")
+    assert [(r["offset"], r["key"], r["value"]) for r in skipped.collect()] == [
+        (0, "a", (1, "x")), (3, None, None)]
+    assert observation.get == {"corrupt_records": 2}
+
+    dead = decode_kafka(df, key_format="string", value_format="json", value_schema=schema,
+                        on_corrupt="dead_letter").orderBy("offset").collect()
+    assert [(r["offset"], r["value"], r["raw_key"], r["raw_value"], r["decode_error"])
+            for r in dead] == [
+        (0, (1, "x"), None, None, None),
+        (1, None, b"b", b"not json",
+         "value is not JSON matching the schema id long, name string"),
+        (2, None, b"\xff", b'{"id": 3, "name": "z"}', "key is not valid string"),
+        (3, None, None, None, None),
+    ]
+
+
+def test_summarize(spark: Any, kafka_config: dict[str, Any], new_topic: Any) -> None:
+    topic = new_topic(partitions=2)
+    produce(kafka_config, topic, [(i % 2, None, b"v") for i in range(10)])
+    df = read_kafka(spark, OffsetRanges((PartitionRange(topic, 0, 1, 5),
+                                         PartitionRange(topic, 1, 0, 5))), kafka_config)
+
+    assert summarize(df) == [
+        PartitionSummary(topic, 0, 4, 1, 4, _ts(BASE_MS + 2), _ts(BASE_MS + 8)),
+        PartitionSummary(topic, 1, 5, 0, 4, _ts(BASE_MS + 1), _ts(BASE_MS + 9)),
+    ]
+    assert summarize(df)[0].to_dict()["min_timestamp"] == _ts(BASE_MS + 2).isoformat()

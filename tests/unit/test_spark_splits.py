@@ -1,0 +1,87 @@
+"""Split planning, option encoding and helpers of the Spark layer (no broker, no Spark job)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_provider_kafka_spark.offsets import DataLossError, OffsetSpecError, PartitionRange
+from airflow_provider_kafka_spark.spark import KafkaReadError, plan_splits, spark_kafka_package
+from airflow_provider_kafka_spark.spark.datasource import kafka_options
+from airflow_provider_kafka_spark.spark.read import _executor_error
+from airflow_provider_kafka_spark.spark.session import _artifact
+from airflow_provider_kafka_spark.spark.splits import (
+    MIN_RECORDS_PER_SPLIT,
+    default_max_records_per_split,
+)
+
+
+def test_one_split_per_non_empty_range_by_default() -> None:
+    ranges = [PartitionRange("b", 0, 0, 10), PartitionRange("a", 1, 5, 5),
+              PartitionRange("a", 0, 3, 4)]
+    assert plan_splits(ranges) == [PartitionRange("a", 0, 3, 4), PartitionRange("b", 0, 0, 10)]
+
+
+@pytest.mark.parametrize("size,limit,expected", [
+    (10, 10, [(0, 10)]),
+    (11, 10, [(0, 5), (5, 11)]),
+    (100, 30, [(0, 25), (25, 50), (50, 75), (75, 100)]),
+    (7, 1, [(i, i + 1) for i in range(7)]),
+])
+def test_splits_are_contiguous_and_cover_the_range(size: int, limit: int,
+                                                   expected: list[tuple[int, int]]) -> None:
+    splits = plan_splits([PartitionRange("t", 2, 1000, 1000 + size)], limit)
+    assert [(s.start - 1000, s.stop - 1000) for s in splits] == expected
+    assert all(s.size <= limit for s in splits)
+
+
+def test_every_offset_exactly_once_for_many_shapes() -> None:
+    for size in range(0, 60):
+        for limit in range(1, 13):
+            splits = plan_splits([PartitionRange("t", 0, 7, 7 + size)], limit)
+            covered = [o for s in splits for o in range(s.start, s.stop)]
+            assert covered == list(range(7, 7 + size))
+            assert all(0 < s.size <= limit for s in splits)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
+def test_invalid_split_size(bad: object) -> None:
+    with pytest.raises(OffsetSpecError, match="max_records_per_split"):
+        plan_splits([PartitionRange("t", 0, 0, 1)], bad)  # type: ignore[arg-type]
+
+
+def test_default_split_size_uses_every_core() -> None:
+    assert default_max_records_per_split(10_000_000, 8) == 1_250_000
+    assert default_max_records_per_split(1_000, 8) == MIN_RECORDS_PER_SPLIT
+    one_huge = plan_splits([PartitionRange("t", 0, 0, 4_000_000)],
+                           default_max_records_per_split(4_000_000, 4))
+    assert len(one_huge) == 4
+
+
+def test_kafka_options_are_prefixed_strings() -> None:
+    assert kafka_options({"bootstrap.servers": "h:1", "enable.idempotence": True,
+                          "fetch.max.bytes": 1024}) == {
+        "kafka.bootstrap.servers": "h:1", "kafka.enable.idempotence": "true",
+        "kafka.fetch.max.bytes": "1024"}
+    with pytest.raises(OffsetSpecError, match=r"kafka_config\['error_cb'\] is a function"):
+        kafka_options({"error_cb": lambda e: None})
+
+
+def test_executor_errors_are_recognised_in_spark_tracebacks() -> None:
+    text = ("PythonException: An exception was thrown from the Python worker:\n"
+            "Traceback (most recent call last):\n  ...\n"
+            "airflow_provider_kafka_spark.offsets.errors.DataLossError: data loss in t.x-1/3 "
+            "[0, 9): gone. [lost: t.x-1/3=4]\n\tat org.apache.spark...")
+    error = _executor_error(text)
+    assert isinstance(error, DataLossError)
+    assert error.lost == {("t.x-1", 3): 4}
+    assert str(error) == "data loss in t.x-1/3 [0, 9): gone. [lost: t.x-1/3=4]"
+    stalled = _executor_error("spark.errors.KafkaReadError: reading t/0 made no progress\n")
+    assert isinstance(stalled, KafkaReadError)
+    assert _executor_error("ValueError: something else") is None
+
+
+def test_jar_artifact_names_and_package() -> None:
+    assert _artifact("spark-sql-kafka-0-10_2.13-4.2.0.jar") == "spark-sql-kafka-0-10_2.13"
+    assert _artifact("kafka-clients-3.9.2.jar") == "kafka-clients"
+    assert _artifact("snappy-java-1.1.10.5.jar") == "snappy-java"
+    assert spark_kafka_package("4.3.0") == "org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0"
