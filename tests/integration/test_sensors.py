@@ -1,0 +1,170 @@
+"""Sensors in poke mode and deferred, and their triggers' ``run()`` driven directly in asyncio,
+against the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from typing import Any
+
+import pendulum
+import pytest
+
+from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
+
+# isort: split
+
+from airflow.sdk import PokeReturnValue
+from airflow.sdk.exceptions import TaskDeferred
+from airflow.triggers.base import TriggerEvent
+from confluent_kafka.admin import NewPartitions
+
+from airflow_provider_kafka_spark.offsets import KafkaSparkError
+from airflow_provider_kafka_spark.sensors import (
+    KafkaIntervalCompleteSensor,
+    KafkaPartitionsSensor,
+)
+from airflow_provider_kafka_spark.triggers import (
+    KafkaIntervalCompleteTrigger,
+    KafkaPartitionsTrigger,
+)
+from tests.kafka_data import MINUTE_MS, produce
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(autouse=True)
+def kafka_default(monkeypatch: pytest.MonkeyPatch, kafka_config: dict[str, Any]) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_DEFAULT",
+                       json.dumps({"conn_type": "kafka", "extra": kafka_config}))
+
+
+async def _first(trigger: Any) -> TriggerEvent:
+    async for event in trigger.run():
+        return event
+    raise AssertionError("the trigger ended without an event")
+
+
+def first_event(trigger: Any, timeout: float = 30.0) -> TriggerEvent:
+    """Run ``trigger.run()`` in a fresh event loop until its first event."""
+    return asyncio.run(asyncio.wait_for(_first(trigger), timeout))
+
+
+def rebuilt(trigger: Any) -> Any:
+    """The trigger the triggerer would build from ``serialize()`` (through JSON)."""
+    classpath, kwargs = trigger.serialize()
+    assert classpath == f"{type(trigger).__module__}.{type(trigger).__qualname__}"
+    return type(trigger)(**json.loads(json.dumps(kwargs)))
+
+
+def test_partitions_sensor_waits_for_the_topic_then_for_scale_out(
+        new_topic: Any, kafka_admin: Any) -> None:
+    prefix = f"disc{uuid.uuid4().hex[:6]}"
+    sensor = KafkaPartitionsSensor(task_id="discover", topic_pattern=f"{prefix}-.*",
+                                   min_partitions=3)
+    assert sensor.poke({}) is False
+    topic = new_topic(partitions=2, prefix=prefix)
+    result = sensor.check({})
+    assert not result.done and "has 2 partition(s), waiting for 3" in result.waiting_for
+    kafka_admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    poked = sensor.poke({})
+    assert isinstance(poked, PokeReturnValue) and poked.is_done
+    assert poked.xcom_value == [[topic, 0], [topic, 1], [topic, 2]]
+
+
+def test_interval_sensor_completeness_and_idleness(
+        new_topic: Any, kafka_config: dict[str, Any]) -> None:
+    topic = new_topic(partitions=3)
+    end = int(time.time() * 1000) - 60 * MINUTE_MS
+    produce(kafka_config, topic, [(0, None, b"late-enough", end + 1),
+                                  (1, None, b"old", end - 30 * MINUTE_MS)])
+
+    def check(idle_timeout: float | None) -> Any:
+        return KafkaIntervalCompleteSensor(task_id="complete", topics=topic, end=str(end),
+                                           idle_timeout=idle_timeout).check({})
+
+    waiting = check(None)
+    assert not waiting.done
+    assert waiting.waiting_for.startswith("2 of 3 partition(s) not complete up to ")
+    assert f"{topic}/1 newest record at" in waiting.waiting_for
+    assert f"{topic}/2 has no record yet" in waiting.waiting_for
+    # Partition 1's newest record is 90 min old: idle for 10 min, not for 3 h.
+    assert check(600).payload["idle"] == [[topic, 1], [topic, 2]]
+    three_hours = check(3 * 3600)
+    assert not three_hours.done and f"{topic}/1" in three_hours.waiting_for \
+        and f"{topic}/2" not in three_hours.waiting_for
+
+    produce(kafka_config, topic, [(1, None, b"at-end", end), (2, None, b"later", end + 5)])
+    poked = KafkaIntervalCompleteSensor(task_id="complete", topics=topic).poke(
+        {"data_interval_end": _datetime(end)})
+    assert isinstance(poked, PokeReturnValue)
+    assert poked.xcom_value["idle"] == []
+
+
+def test_deferred_interval_sensor_resumes_when_the_last_partition_catches_up(
+        new_topic: Any, kafka_config: dict[str, Any]) -> None:
+    topic = new_topic(partitions=2)
+    end = int(time.time() * 1000) - 10 * MINUTE_MS
+    produce(kafka_config, topic, [(0, None, b"a", end), (1, None, b"b", end - 1)])
+    sensor = KafkaIntervalCompleteSensor(task_id="complete", topics=topic, deferrable=True,
+                                         poke_interval=0.2, timeout=60)
+    context = {"data_interval_end": _datetime(end)}
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute(context)
+    assert deferred.value.method_name == "execute_complete"
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, KafkaIntervalCompleteTrigger)
+    assert trigger.serialize()[1] == {"kafka_conn_id": "kafka_default", "topics": [topic],
+                                      "poll_interval": 0.2, "end_ms": end, "idle_timeout": None}
+
+    async def late_record_then_event() -> TriggerEvent:
+        task = asyncio.ensure_future(_first(rebuilt(trigger)))
+        await asyncio.sleep(0.5)
+        assert not task.done()  # still waiting for partition 1
+        await asyncio.to_thread(produce, kafka_config, topic, [(1, None, b"c", end + 1)])
+        return await asyncio.wait_for(task, 30)
+
+    event = asyncio.run(late_record_then_event())
+    assert event.payload == {"status": "success",
+                             "end": _datetime(end).isoformat(timespec="milliseconds")
+                             .replace("+00:00", "Z"), "idle": []}
+    # Run twice (a triggerer restart): the same answer.
+    assert first_event(rebuilt(trigger)).payload == event.payload
+    assert sensor.execute_complete(context, event.payload) == {
+        "end": event.payload["end"], "idle": []}
+
+
+def test_partitions_trigger_fires_once_the_topic_exists(new_topic: Any) -> None:
+    prefix = f"trig{uuid.uuid4().hex[:6]}"
+    trigger = rebuilt(KafkaPartitionsTrigger(topic_pattern=f"{prefix}-.*", min_partitions=1,
+                                             poll_interval=0.2))
+
+    async def create_then_event() -> tuple[str, TriggerEvent]:
+        task = asyncio.ensure_future(_first(trigger))
+        await asyncio.sleep(0.5)
+        assert not task.done()
+        topic = await asyncio.to_thread(new_topic, 1, prefix)
+        return topic, await asyncio.wait_for(task, 30)
+
+    topic, event = asyncio.run(create_then_event())
+    assert event.payload == {"status": "success", "partitions": [[topic, 0]]}
+
+
+def test_a_broken_connection_fails_the_deferred_sensor_with_the_reason(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_BROKEN", json.dumps(
+        {"conn_type": "kafka", "extra": {"sasl.password": "x-secret-1"}}))
+    trigger = KafkaPartitionsTrigger(kafka_conn_id="kafka_broken", topics="t", poll_interval=0.1)
+    event = first_event(trigger)
+    assert event.payload["status"] == "error"
+    assert "bootstrap.servers" in event.payload["message"]
+    assert "x-secret-1" not in event.payload["message"]
+    sensor = KafkaPartitionsSensor(task_id="discover", kafka_conn_id="kafka_broken", topics="t")
+    with pytest.raises(KafkaSparkError, match="discover: Airflow connection 'kafka_broken'"):
+        sensor.execute_complete({}, event.payload)
+
+
+def _datetime(millis: int) -> pendulum.DateTime:
+    return pendulum.from_timestamp(millis / 1000, tz="UTC")
