@@ -256,47 +256,61 @@ class _SplitReader:
                         self.split.topic, self.split.partition, self.skipped)
 
     def _take(self, messages: list[Message]) -> None:
-        """Append the records below ``stop``; advance ``position``; handle events."""
+        """Append the records below ``stop``; advance ``position``; handle events.
+
+        The hot loop of the Python engine: locals and bound methods only.
+        """
         stop = self.split.stop
-        keys, values, offsets = self.keys, self.values, self.offsets
-        timestamps, timestamp_types, headers = self.timestamps, self.timestamp_types, self.headers
-        include_headers = self.include_headers
+        add_key, add_value, add_offset = self.keys.append, self.values.append, self.offsets.append
+        add_timestamp, add_type = self.timestamps.append, self.timestamp_types.append
+        add_headers = self.headers.append if self.include_headers else None
+        position = self.position
         for message in messages:
             error = message.error()
             if error is None:
                 offset: int = message.offset()  # type: ignore[assignment]  # set on records
                 if offset >= stop:
-                    self.position = stop
-                    return
-                keys.append(message.key())
-                values.append(message.value())
-                offsets.append(offset)
+                    position = stop
+                    break
+                add_key(message.key())
+                add_value(message.value())
+                add_offset(offset)
                 timestamp_type, timestamp = message.timestamp()
-                timestamps.append(timestamp)
-                timestamp_types.append(timestamp_type)
-                if include_headers:
-                    headers.append(message.headers())  # None without headers, as Spark
-                self.position = offset + 1
-            elif error.code() == KafkaError._PARTITION_EOF:
-                end: int = message.offset()  # type: ignore[assignment]  # set on EOF events
-                if end >= stop:
-                    self.position = stop
-                    return
-                # Skipped markers or aborted records count as progress; the end of the
-                # readable log below stop does not.
-                self.position = max(self.position, end)
-                self.end_of_log = end
-            elif error.code() in _DATA_LOSS_CODES:
-                self._data_lost(error)
+                add_timestamp(timestamp)
+                add_type(timestamp_type)
+                if add_headers is not None:
+                    add_headers(message.headers())  # None without headers, as Spark
+                position = offset + 1
+                continue
+            self.position = position
+            self._event(error, message)
+            position = self.position
+            if position >= stop:
+                break
+        self.position = position
+
+    def _event(self, error: KafkaError, message: Message) -> None:
+        """Handle a consumer event: end of partition, data loss, or an error."""
+        stop = self.split.stop
+        if error.code() == KafkaError._PARTITION_EOF:
+            end: int = message.offset()  # type: ignore[assignment]  # set on EOF events
+            if end >= stop:
+                self.position = stop
                 return
-            elif error.fatal() or error.code() in _PERMANENT_CODES:
-                raise KafkaReadError(
-                    f"reading {self._where()} failed at offset {self.position}: {error.str()}. "
-                    "Check that the topic exists and the client config (security, ACLs)."
-                )
-            else:
-                # Transient (broker down, timeouts): librdkafka retries; poll_timeout bounds it.
-                self.last_error = error
+            # Skipped markers or aborted records count as progress; the end of the
+            # readable log below stop does not.
+            self.position = max(self.position, end)
+            self.end_of_log = end
+        elif error.code() in _DATA_LOSS_CODES:
+            self._data_lost(error)
+        elif error.fatal() or error.code() in _PERMANENT_CODES:
+            raise KafkaReadError(
+                f"reading {self._where()} failed at offset {self.position}: {error.str()}. "
+                "Check that the topic exists and the client config (security, ACLs)."
+            )
+        else:
+            # Transient (broker down, timeouts): librdkafka retries; poll_timeout bounds it.
+            self.last_error = error
 
     def _data_lost(self, error: KafkaError) -> None:
         tp = TopicPartition(self.split.topic, self.split.partition)
