@@ -190,6 +190,7 @@ def read_ledger(
     if until_offset <= start_offset:
         return LedgerView(entries, start_offset)
     config = consumer_config(kafka_config, isolation_level="read_committed")
+    config.setdefault("fetch.wait.max.ms", 20)  # the ledger tail is tiny: do not linger
     consumer = Consumer(config)
     prefix = f"{write_id}/".encode()
     deadline = time.monotonic() + timeout

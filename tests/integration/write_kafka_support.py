@@ -47,11 +47,14 @@ def expected_keys(partitions: int, rows: int) -> Counter[bytes]:
     return Counter(row_key(i, r) for i in range(partitions) for r in range(rows))
 
 
-def read_committed(config: dict[str, Any], topic: str, timeout: float = 60.0) -> list[Record]:
-    """Every record of ``topic`` visible with ``isolation.level=read_committed``.
+def read_committed(config: dict[str, Any], topic: str, timeout: float = 60.0,
+                   isolation_level: str = "read_committed") -> list[Record]:
+    """Every record of ``topic`` visible with ``isolation.level=read_committed`` (or
+    ``isolation_level``).
 
-    Waits until the last stable offset of each partition reaches the high watermark seen at
-    the start (commit markers are written after ``commit_transaction()`` returns).
+    With read_committed, waits until the last stable offset of each partition reaches the high
+    watermark seen at the start (commit markers are written after ``commit_transaction()``
+    returns).
     """
     admin = AdminClient(config)
     partitions = len(admin.list_topics(topic=topic, timeout=30).topics[topic].partitions)
@@ -59,7 +62,7 @@ def read_committed(config: dict[str, Any], topic: str, timeout: float = 60.0) ->
     highs = {tp.partition: f.result(timeout=30).offset for tp, f in
              admin.list_offsets(tps, isolation_level=IsolationLevel.READ_UNCOMMITTED).items()}
     consumer = Consumer({**config, "group.id": "write-kafka-tests", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": "read_committed"})
+                         "enable.partition.eof": True, "isolation.level": isolation_level})
     pending = {p for p, high in highs.items() if high > 0}
     consumer.assign([TopicPartition(topic, p, 0) for p in pending])
     records: list[Record] = []

@@ -1,0 +1,269 @@
+"""Kill-point harness: SIGKILL an exactly-once write at a random moment, re-run it, check output.
+
+A child process (``python -m tests.integration.killpoints child ...``) runs one exactly-once
+write of a deterministic data set (keys ``k<partition>-<row>``) in one of two ways:
+
+``spark``
+    its own local Spark application calling ``write_kafka`` (driver, JVM and Python workers
+    all die with the kill);
+``python``
+    a plain process running the same per-task code path (``prepare_exactly_once`` +
+    ``write_partition`` for each partition index in turn), without Spark's start-up time.
+
+The harness waits for the child's ``READY`` line, sleeps the chosen delay, kills the child's
+whole process group with SIGKILL, counts the tasks the ledger shows committed (the kill's
+phase), runs the same write again in this process, and compares a read_committed read of the
+output with the expected multiset, key by key. Used by ``test_write_kafka_killpoints.py`` and
+``tools/killpoints.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.spark.ledger import (
+    ensure_ledger_topic,
+    ledger_end_offset,
+    ledger_partition,
+    read_ledger,
+)
+from airflow_provider_kafka_spark.spark.transactions import write_partition
+from airflow_provider_kafka_spark.spark.write import prepare_exactly_once, write_kafka
+from tests.integration.write_kafka_support import (
+    expected_keys,
+    partition_batches,
+    read_committed,
+    row_value,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PREFIX = "killpoint"
+LEDGER = "_kafka_spark_ledger"
+TRANSACTION_TIMEOUT_MS = 10000
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The data set of one kill point and how slowly the child writes it."""
+
+    partitions: int = 6
+    rows: int = 400
+    batch_rows: int = 100
+    pause_s: float = 0.05
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """The outcome of one kill point."""
+
+    mode: str
+    delay_s: float
+    phase: str
+    committed_before_rerun: int
+    duplicates: int
+    missing: int
+    wrong_values: int
+
+    @property
+    def ok(self) -> bool:
+        return self.duplicates == self.missing == self.wrong_values == 0
+
+
+def killpoint_df(spark: Any, workload: Workload, *, fail_once_partition: int | None = None) -> Any:
+    """The workload as a DataFrame: partition ``i`` of ``spark.range`` holds rows ``k<i>-*``.
+
+    With ``pause_s`` each Arrow batch is delayed; with ``fail_once_partition`` the first
+    attempt of that partition's task raises five batches before its end, after a pause (an
+    injected upstream failure in the middle of the writer's transaction).
+    """
+    from pyspark.sql import functions as F
+
+    w = workload
+    df = spark.range(0, w.partitions * w.rows, numPartitions=w.partitions)
+    if w.pause_s or fail_once_partition is not None:
+        pause, failing = w.pause_s, fail_once_partition
+        # Late enough that the JVM has flushed earlier batches (its buffer is 64 KiB) to the
+        # writer's Python worker, so the failure hits in the middle of its transaction.
+        fail_at = max(0, w.rows // w.batch_rows - 5)
+
+        def slow(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            from pyspark import TaskContext
+
+            context = TaskContext.get()
+            assert context is not None
+            for n, batch in enumerate(batches):
+                time.sleep(pause)
+                if (n == fail_at and context.partitionId() == failing
+                        and context.attemptNumber() == 0):
+                    time.sleep(3)  # the writer produces the batches it got so far
+                    raise RuntimeError("injected failure of the first attempt")
+                yield batch
+
+        df = df.mapInArrow(slow, df.schema)
+    index, row = (F.col("id") / w.rows).cast("long"), F.col("id") % w.rows
+    return df.select(
+        F.concat(F.lit("k"), index, F.lit("-"), row).cast("binary").alias("key"),
+        F.concat(F.lit("v"), index, F.lit("-"), row).cast("binary").alias("value"),
+    )
+
+
+def write_plain(kafka_config: dict[str, Any], topic: str, write_id: str,
+                workload: Workload) -> None:
+    """The exactly-once write without Spark: the driver half, then each task in turn."""
+    plan = prepare_exactly_once(
+        kafka_config, topic=topic, transactional_id_prefix=PREFIX, write_id=write_id,
+        num_partitions=workload.partitions, ledger_topic=LEDGER,
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+    plan = replace(plan, expected_rows=(workload.rows,) * workload.partitions)
+    for index in range(workload.partitions):
+        write_partition(plan, index, partition_batches(
+            index, workload.rows, workload.batch_rows, workload.pause_s))
+
+
+def write_spark(spark: Any, kafka_config: dict[str, Any], topic: str, write_id: str,
+                workload: Workload, *, fail_once_partition: int | None = None) -> Any:
+    df = killpoint_df(spark, workload, fail_once_partition=fail_once_partition)
+    return write_kafka(df, kafka_config, topic=topic, transactional_id_prefix=PREFIX,
+                       write_id=write_id, ledger_topic=LEDGER,
+                       transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+
+
+def child_command(bootstrap: str, topic: str, write_id: str, mode: str, workload: Workload,
+                  *, master: str = "local[2]", fail_once_partition: int | None = None
+                  ) -> list[str]:
+    command = [sys.executable, "-m", "tests.integration.killpoints", "child",
+               "--bootstrap", bootstrap, "--topic", topic, "--write-id", write_id,
+               "--mode", mode, "--master", master,
+               "--workload", json.dumps(workload.__dict__)]
+    if fail_once_partition is not None:
+        command += ["--fail-once-partition", str(fail_once_partition)]
+    return command
+
+
+def start_child(command: list[str], *, ready_timeout: float = 120.0) -> subprocess.Popen[str]:
+    """Start the child in its own process group; return once it printed ``READY``."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + ready_timeout
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0 or not select.select([proc.stdout], [], [], remaining)[0]:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise TimeoutError(f"kill-point child did not get ready in {ready_timeout}s")
+        line = proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"kill-point child exited early with code {proc.wait()}")
+        if line.strip() == "READY":
+            return proc
+
+
+def committed_tasks(kafka_config: dict[str, Any], write_id: str) -> int:
+    """Tasks of ``write_id`` the ledger shows committed (read_committed, up to the LSO)."""
+    admin = admin_client(kafka_config)
+    partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
+    stable = ledger_end_offset(admin, LEDGER, partition, committed=True)
+    return len(read_ledger(kafka_config, LEDGER, partition, write_id, start_offset=0,
+                           until_offset=stable, timeout=60).entries)
+
+
+def run_kill_point(
+    kafka_config: dict[str, Any],
+    topic: str,
+    mode: str,
+    delay_s: float,
+    *,
+    workload: Workload,
+    rerun: Callable[[str], None],
+) -> KillPoint:
+    """Write to the empty ``topic`` in a child, SIGKILL it ``delay_s`` after it is ready,
+    ``rerun(write_id)`` here, then check the topic holds every expected row exactly once."""
+    write_id = f"kill-{uuid.uuid4().hex}"
+    proc = start_child(child_command(kafka_config["bootstrap.servers"], topic, write_id, mode,
+                                     workload))
+    time.sleep(delay_s)
+    finished = proc.poll() is not None
+    with contextlib.suppress(ProcessLookupError):  # the child had finished, nothing is left
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done = committed_tasks(kafka_config, write_id)
+    if finished:
+        phase = "after the child returned"
+    elif done == 0:
+        phase = "before any commit"
+    elif done < workload.partitions:
+        phase = "between task commits"
+    else:
+        phase = "after the last commit"
+    rerun(write_id)
+    records = read_committed(kafka_config, topic)
+    keys = Counter(r.key for r in records)
+    expected = expected_keys(workload.partitions, workload.rows)
+    wrong = sum(1 for r in records if r.key is None or r.value != _value_of(r.key))
+    return KillPoint(
+        mode=mode, delay_s=round(delay_s, 3), phase=phase, committed_before_rerun=done,
+        duplicates=sum((keys - expected).values()), missing=sum((expected - keys).values()),
+        wrong_values=wrong,
+    )
+
+
+def _value_of(key: bytes) -> bytes:
+    index, row = key.decode()[1:].split("-")
+    return row_value(int(index), int(row))
+
+
+def stratified_delays(rng: Any, count: int, window_s: float) -> list[float]:
+    """``count`` random delays, one in each equal slice of ``[0, window_s)``."""
+    return [(k + rng.random()) * window_s / count for k in range(count)]
+
+
+def _child(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    for name in ("--bootstrap", "--topic", "--write-id", "--mode", "--master", "--workload"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--fail-once-partition", type=int)
+    args = parser.parse_args(argv)
+    config = {"bootstrap.servers": args.bootstrap}
+    workload = Workload(**json.loads(args.workload))
+    if args.mode == "python":
+        print("READY", flush=True)
+        write_plain(config, args.topic, args.write_id, workload)
+        print("DONE", flush=True)
+        return
+    from airflow_provider_kafka_spark.spark import spark_session
+
+    spark = spark_session(args.master, app_name="killpoint-child", conf={
+        "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": str(workload.batch_rows),
+    })
+    spark.range(1).collect()  # the JVM and a Python worker are up before READY
+    print("READY", flush=True)
+    result = write_spark(spark, config, args.topic, args.write_id, workload,
+                         fail_once_partition=args.fail_once_partition)
+    print("DONE " + json.dumps({"records_per_task": result.records_per_task,
+                                "skipped_tasks": result.skipped_tasks}), flush=True)
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] != ["child"]:
+        sys.exit("usage: python -m tests.integration.killpoints child --bootstrap ... "
+                 "(the harness is run by tools/killpoints.py)")
+    _child(sys.argv[2:])
