@@ -1,39 +1,87 @@
-"""Demo: resolve one hour of Kafka data to exact offset ranges against a local broker.
+"""Demo: the ``kafka_hourly_ingest`` DAG ingests three hours of Kafka events into Parquet.
 
-Run by ``make demo``. Starts the project's local broker, (re)creates ``demo.events`` with
-3 partitions, produces 10,000 events spread over three past hours, resolves the middle hour
-``[h1, h2)`` and prints a per-partition table. Stops the broker it started.
+Run by ``make demo``. It
+
+1. starts the project's local Kafka broker (``scripts/kafka-broker``, run dir
+   ``.cache/kafka/run``, port 9092 or a free one) unless one already runs from that dir;
+2. (re)creates ``demo.events`` with 3 partitions and produces 10,000 events whose timestamps
+   spread over three past hours;
+3. runs the real DAG ``dags/kafka_hourly_ingest.py`` with ``dag.test()`` (Airflow 3, a
+   throwaway ``AIRFLOW_HOME`` with a SQLite metadata DB) once per hour: sensor -> resolve ->
+   Spark ingest -> commit;
+4. prints each run's offset ranges and record counts, checks them against what was produced,
+   and leaves the Parquet under ``demo-output/kafka_hourly_ingest/<hour>/``;
+5. stops the broker if it started it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-
-from airflow_provider_kafka_spark.offsets import Subscription, Timestamp, resolve_offsets
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKER = ROOT / "scripts" / "kafka-broker"
-RUN_DIR = ROOT / ".cache" / "kafka" / "demo"
+RUN_DIR = ROOT / ".cache" / "kafka" / "run"
+OUTPUT = ROOT / "demo-output" / "kafka_hourly_ingest"
+DAG_ID = "kafka_hourly_ingest"
 TOPIC = "demo.events"
+GROUP = "demo-hourly-ingest"
 EVENTS = 10_000
+HOURS = 3
+
+
+def broker_running() -> bool:
+    """True when a broker process already runs from RUN_DIR (then the demo leaves it up)."""
+    try:
+        os.kill(int((RUN_DIR / "broker.pid").read_text()), 0)
+    except (FileNotFoundError, ValueError, ProcessLookupError):
+        return False
+    return True
 
 
 def start_broker() -> str:
+    with socket.socket() as s:
+        port = 9092 if s.connect_ex(("127.0.0.1", 9092)) != 0 else 0
+    if port == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
     out = subprocess.run([sys.executable, str(BROKER), "start", "--dir", str(RUN_DIR),
-                          "--port", "9092"], check=True, capture_output=True, text=True)
+                          "--port", str(port)], check=True, capture_output=True, text=True)
     return out.stdout.strip().split("=", 1)[1]
 
 
-def recreate_topic(admin: AdminClient) -> None:
+def prepare_airflow(bootstrap: str) -> Path:
+    """Point Airflow at a throwaway home and migrate its SQLite DB, before importing Airflow."""
+    home = Path(tempfile.mkdtemp(prefix="kafka-spark-demo-airflow-"))
+    os.environ.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}),
+    })
+    subprocess.run([str(Path(sys.executable).with_name("airflow")), "db", "migrate"],
+                   check=True, capture_output=True)
+    return home
+
+
+def recreate_topic(config: dict[str, str]) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(config)
     if TOPIC in admin.list_topics(timeout=30).topics:
         admin.delete_topics([TOPIC])[TOPIC].result(30)
         while TOPIC in admin.list_topics(timeout=30).topics:
@@ -42,10 +90,12 @@ def recreate_topic(admin: AdminClient) -> None:
 
 
 def produce_events(config: dict[str, str], first_hour: datetime) -> list[int]:
-    """Produce EVENTS events with increasing timestamps over 3 hours; return their timestamps."""
+    """Produce EVENTS JSON events with increasing timestamps over HOURS hours, keyed by user."""
+    from confluent_kafka import Producer
+
     producer = Producer({**config, "enable.idempotence": True, "linger.ms": 20})
     start_ms = int(first_hour.timestamp() * 1000)
-    step = 3 * 3600 * 1000 / EVENTS
+    step = HOURS * 3600 * 1000 / EVENTS
     rng = random.Random(7)
     stamps = []
     for i in range(EVENTS):
@@ -60,53 +110,76 @@ def produce_events(config: dict[str, str], first_hour: datetime) -> list[int]:
     return stamps
 
 
-def count_in_range(config: dict[str, str], topic: str, partition: int, start: int,
-                   stop: int) -> int:
-    """Read [start, stop) back with a plain consumer, as a cross-check of the table."""
-    if start == stop:
-        return 0
-    consumer = Consumer({**config, "group.id": "demo-check", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, partition, start)])
-    seen = 0
-    while True:
-        msg = consumer.poll(10)
-        if msg is None or msg.error():
-            raise RuntimeError(f"could not read {topic}/{partition} back: {msg and msg.error()}")
-        seen += 1
-        if msg.offset() >= stop - 1:
-            break
-    consumer.close()
-    return seen
+def run_hour(dag: Any, interval_end: datetime) -> dict[str, Any]:
+    """One ``dag.test()`` run for the hour ending at ``interval_end``; its tasks' XComs."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    dag_run = dag.test(logical_date=interval_end, run_conf={
+        "topics": TOPIC, "output_root": str(OUTPUT), "group_id": GROUP})
+    if str(dag_run.state) != "success":
+        raise SystemExit(f"the run for the hour ending {interval_end:%H:%M} ended "
+                         f"{dag_run.state}; see the log above.")
+    with create_session() as session:
+        rows = session.query(XComModel).filter(
+            XComModel.dag_id == DAG_ID, XComModel.run_id == dag_run.run_id,
+            XComModel.key == "return_value").all()
+        return {row.task_id: row.value for row in rows}
 
 
 def main() -> None:
+    started = not broker_running()
     bootstrap = start_broker()
+    home: Path | None = None
     try:
         config = {"bootstrap.servers": bootstrap}
-        admin = AdminClient(config)
-        recreate_topic(admin)
-        now = datetime.now(UTC)
-        h0 = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=4)
-        h1, h2 = h0 + timedelta(hours=1), h0 + timedelta(hours=2)
-        stamps = produce_events(config, h0)
-        print(f"broker {bootstrap}: produced {EVENTS} events to {TOPIC} from {h0:%H:%M} to "
-              f"{h0 + timedelta(hours=3):%H:%M} UTC")
+        recreate_topic(config)
+        first = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) \
+            - timedelta(hours=HOURS + 1)
+        stamps = produce_events(config, first)
+        print(f"Kafka {bootstrap}: produced {EVENTS} events to {TOPIC} (3 partitions), "
+              f"timestamps {first:%Y-%m-%d %H:%M} to {first + timedelta(hours=HOURS):%H:%M} UTC")
 
-        ranges = resolve_offsets(config, Subscription.topics([TOPIC]),
-                                 Timestamp.from_datetime(h1), Timestamp.from_datetime(h2))
-        print(f"\nresolved [{h1:%Y-%m-%d %H:%M}, {h2:%H:%M}) UTC, {ranges.isolation_level}:")
-        print(f"{'partition':>9} {'start':>7} {'stop':>7} {'count':>7} {'read back':>9}")
-        for r in ranges:
-            read_back = count_in_range(config, r.topic, r.partition, r.start, r.stop)
-            print(f"{r.partition:>9} {r.start:>7} {r.stop:>7} {r.size:>7} {read_back:>9}")
-        expected = sum(1 for ts in stamps if h1.timestamp() * 1000 <= ts < h2.timestamp() * 1000)
-        print(f"{'total':>9} {'':>7} {'':>7} {ranges.total():>7}   (events produced in the hour: "
-              f"{expected})")
-        if ranges.total() != expected:
-            raise SystemExit("the resolved ranges do not match the produced hour")
-        print("\nXCom-ready ranges:", ranges.to_json()[:160], "...")
+        home = prepare_airflow(bootstrap)
+        warnings.simplefilter("ignore")  # Airflow's own deprecation notices
+        from airflow.dag_processing.dagbag import DagBag
+
+        from airflow_provider_kafka_spark.spark import spark_session
+
+        # The runs' ingest tasks get this session (getOrCreate): quiet, no UI.
+        spark_session(conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+                      ).sparkContext.setLogLevel("ERROR")
+
+        dag = DagBag(dag_folder=str(ROOT / "dags" / f"{DAG_ID}.py")).get_dag(DAG_ID)
+        shutil.rmtree(OUTPUT, ignore_errors=True)
+        total = 0
+        for hour in range(HOURS):
+            start, end = first + timedelta(hours=hour), first + timedelta(hours=hour + 1)
+            began = time.monotonic()
+            xcom = run_hour(dag, end)
+            seconds = time.monotonic() - began
+            stats = xcom["ingest"]
+            produced = sum(1 for ts in stamps
+                           if start.timestamp() * 1000 <= ts < end.timestamp() * 1000)
+            print(f"\n{DAG_ID} run for [{start:%Y-%m-%d %H:%M}, {end:%H:%M}) UTC "
+                  f"({seconds:.0f}s) -> {Path(stats['output']['path']).relative_to(ROOT)}")
+            print(f"  {'partition':>9} {'start':>6} {'stop':>6} {'records':>8}")
+            for p in stats["partitions"]:
+                print(f"  {p['partition']:>9} {p['start']:>6} {p['stop']:>6} {p['records']:>8}")
+            committed = {o["partition"]: o["offset"] for o in xcom["commit_offsets"]["offsets"]}
+            print(f"  {'total':>9} {'':>6} {'':>6} {stats['records']:>8}   produced in the hour: "
+                  f"{produced}; committed to {GROUP!r}: {committed}")
+            if stats["records"] != produced:
+                raise SystemExit("the run's records do not match the events of its hour")
+            total += stats["records"]
+        print(f"\n{total} of {EVENTS} events ingested in {HOURS} runs, none twice. Parquet: "
+              f"{OUTPUT.relative_to(ROOT)}/<hour>/ (each with _kafka_spark_manifest.json)")
     finally:
-        subprocess.run([sys.executable, str(BROKER), "stop", "--dir", str(RUN_DIR)], check=True)
+        if home is not None:
+            shutil.rmtree(home, ignore_errors=True)
+        if started:
+            subprocess.run([sys.executable, str(BROKER), "stop", "--dir", str(RUN_DIR)],
+                           check=True)
 
 
 if __name__ == "__main__":
