@@ -207,19 +207,20 @@ def read_ledger(
             msg = consumer.poll(0.2)
             if msg is None:
                 continue
-            err = msg.error()
+            err, offset = msg.error(), msg.offset()
+            assert offset is not None
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
-                    if msg.offset() >= until_offset:
-                        return LedgerView(entries, msg.offset())
+                    if offset >= until_offset:
+                        return LedgerView(entries, offset)
                     continue
                 raise LedgerError(f"could not read ledger partition {topic}[{partition}]: "
                                   f"{err.str()}.")
-            key = msg.key()
-            if key is not None and key.startswith(prefix) and msg.value() is not None:
-                entry = LedgerEntry.from_value(msg.value())
+            key, value = msg.key(), msg.value()
+            if isinstance(key, bytes) and key.startswith(prefix) and isinstance(value, bytes):
+                entry = LedgerEntry.from_value(value)
                 entries[entry.index] = entry
-            if msg.offset() + 1 >= until_offset:
-                return LedgerView(entries, msg.offset() + 1)
+            if offset + 1 >= until_offset:
+                return LedgerView(entries, offset + 1)
     finally:
         consumer.close()

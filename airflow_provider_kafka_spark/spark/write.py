@@ -307,7 +307,7 @@ def _check_columns(df: DataFrame, topic: str | None) -> None:
         raise WriteConfigError("write_kafka needs a 'topic' column or the topic= argument.")
     if topic is not None and not str(topic).strip():
         raise WriteConfigError("topic= is empty; pass a topic name or None.")
-    expected: dict[str, tuple[type, ...]] = {
+    expected: dict[str, tuple[type[T.DataType], ...]] = {
         "value": binary_or_string, "key": binary_or_string, "topic": (T.StringType,),
         "partition": (T.IntegerType, T.ShortType, T.ByteType), "timestamp": (T.TimestampType,),
     }

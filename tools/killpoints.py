@@ -1,0 +1,126 @@
+"""Run N kill points of exactly-once writes and print the tally.
+
+Each kill point starts an exactly-once write in a child process, SIGKILLs it at a random
+moment, re-runs the same write and checks that a read_committed read holds every row exactly
+once (see ``tests/integration/killpoints.py``). ``--spark`` of them kill a real Spark driver
+(its own local Spark application); the others a plain Python process running the same per-task
+code path.
+
+    .venv/bin/python tools/killpoints.py --n 30 --spark 6
+    .venv/bin/python tools/killpoints.py --n 30 --bootstrap 127.0.0.1:9092 --seed 7
+
+Without ``--bootstrap`` a local broker is started with ``scripts/kafka-broker`` and stopped at
+the end. Exits 1 if any kill point lost or duplicated a row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import subprocess
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
+
+from tests.integration.killpoints import (  # noqa: E402
+    KillPoint,
+    Workload,
+    run_kill_point,
+    stratified_delays,
+    write_plain,
+    write_spark,
+)
+
+PYTHON_WORKLOAD = Workload(partitions=4, rows=300)
+PYTHON_WINDOW_S = 3.0
+SPARK_WORKLOAD = Workload(pause_s=0.1)
+SPARK_WINDOW_S = 6.0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=30, help="kill points in total (default 30)")
+    parser.add_argument("--spark", type=int, default=6,
+                        help="how many of them kill a Spark driver (default 6)")
+    parser.add_argument("--bootstrap", help="bootstrap.servers of a running broker")
+    parser.add_argument("--seed", type=int, default=random.randrange(10**6))
+    args = parser.parse_args()
+    spark_points = min(args.spark, args.n)
+    if args.bootstrap:
+        return _run({"bootstrap.servers": args.bootstrap}, args.n - spark_points, spark_points,
+                    args.seed)
+    with tempfile.TemporaryDirectory(prefix="killpoints-broker-") as run_dir:
+        script = str(ROOT / "scripts" / "kafka-broker")
+        out = subprocess.run([sys.executable, script, "start", "--dir", run_dir, "--port",
+                              str(_free_port())], check=True, capture_output=True,
+                             text=True).stdout
+        try:
+            config = {"bootstrap.servers": out.strip().split("=", 1)[1]}
+            return _run(config, args.n - spark_points, spark_points, args.seed)
+        finally:
+            subprocess.run([sys.executable, script, "stop", "--dir", run_dir], check=True)
+
+
+def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: int) -> int:
+    admin = AdminClient(config)
+    rng = random.Random(seed)
+    print(f"seed={seed}: {python_points} plain-Python and {spark_points} Spark kill points",
+          flush=True)
+    points: list[KillPoint] = []
+    for delay in stratified_delays(rng, python_points, PYTHON_WINDOW_S):
+        topic = _topic(admin)
+        points.append(run_kill_point(
+            config, topic, "python", delay, workload=PYTHON_WORKLOAD,
+            rerun=lambda write_id, t=topic: write_plain(config, t, write_id, PYTHON_WORKLOAD)))
+        print(points[-1], flush=True)
+        admin.delete_topics([topic])
+    if spark_points:
+        from airflow_provider_kafka_spark.spark import spark_session
+
+        spark = spark_session("local[2]", app_name="killpoints-rerun", conf={
+            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        try:
+            for delay in stratified_delays(rng, spark_points, SPARK_WINDOW_S):
+                topic = _topic(admin)
+                points.append(run_kill_point(
+                    config, topic, "spark", delay, workload=SPARK_WORKLOAD,
+                    rerun=lambda write_id, t=topic: write_spark(spark, config, t, write_id,
+                                                                SPARK_WORKLOAD)))
+                print(points[-1], flush=True)
+                admin.delete_topics([topic])
+        finally:
+            spark.stop()
+    tally = Counter((p.mode, p.phase, "ok" if p.ok else "FAILED") for p in points)
+    print(f"\n{'mode':<8} {'phase':<26} {'result':<7} count")
+    for (mode, phase, result), count in sorted(tally.items()):
+        print(f"{mode:<8} {phase:<26} {result:<7} {count}")
+    failed = sum(1 for p in points if not p.ok)
+    print(f"\n{len(points)} kill points, {len(points) - failed} exactly-once, {failed} failed "
+          f"(seed={seed})")
+    return 1 if failed else 0
+
+
+def _topic(admin: AdminClient) -> str:
+    name = f"killpoint-{uuid.uuid4().hex[:10]}"
+    admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result(30)
+    return name
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
