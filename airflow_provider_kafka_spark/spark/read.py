@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level, client_config
@@ -39,6 +38,7 @@ from airflow_provider_kafka_spark.spark.splits import default_max_records_per_sp
 log = logging.getLogger(__name__)
 
 Engine = Literal["python", "spark-kafka"]
+SPARK_KAFKA_FORMAT = "kafka"  # Spark's built-in Kafka source
 ENGINES: tuple[str, ...] = ("python", "spark-kafka")
 # Settings Spark's kafka source owns or rejects; never forwarded to it.
 _SPARK_KAFKA_OWNED = frozenset({
@@ -236,7 +236,7 @@ def _read_spark_kafka(spark: SparkSession, ranges: OffsetRanges, config: dict[st
         ending.setdefault(r.topic, {})[str(r.partition)] = r.stop
     client = {k: v for k, v in config.items() if k not in _SPARK_KAFKA_OWNED}
     reader = (
-        spark.read.format("kafka")
+        spark.read.format(SPARK_KAFKA_FORMAT)
         .option("assign", json.dumps(assign))
         .option("startingOffsets", json.dumps(starting))
         .option("endingOffsets", json.dumps(ending))
@@ -248,9 +248,11 @@ def _read_spark_kafka(spark: SparkSession, ranges: OffsetRanges, config: dict[st
     )
     try:
         return reader.load()
-    except AnalysisException as exc:
-        if "DATA_SOURCE_NOT_FOUND" not in (exc.getCondition() or "") and \
-                "Failed to find data source" not in str(exc):
+    except Exception as exc:
+        # Spark answers "kafka" with a dedicated AnalysisException, other names with
+        # DATA_SOURCE_NOT_FOUND (through Py4J); anything else is not ours to translate.
+        text = str(exc)
+        if "DATA_SOURCE_NOT_FOUND" not in text and "Failed to find data source" not in text:
             raise
         raise SparkKafkaSourceMissingError(
             "engine='spark-kafka' needs Spark's kafka source, which is not on this session's "

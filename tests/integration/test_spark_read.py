@@ -23,13 +23,16 @@ from airflow_provider_kafka_spark.offsets import (
 from airflow_provider_kafka_spark.spark import (
     KafkaReadError,
     PartitionSummary,
+    SparkKafkaSourceMissingError,
     decode_kafka,
     kafka_errors,
     kafka_schema,
     read_kafka,
     read_split,
+    spark_kafka_package,
     summarize,
 )
+from airflow_provider_kafka_spark.spark import read as read_module
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -342,3 +345,23 @@ def test_summarize(spark: Any, kafka_config: dict[str, Any], new_topic: Any) -> 
         PartitionSummary(topic, 1, 5, 0, 4, _ts(BASE_MS + 1), _ts(BASE_MS + 9)),
     ]
     assert summarize(df)[0].to_dict()["min_timestamp"] == _ts(BASE_MS + 2).isoformat()
+
+
+
+def test_spark_kafka_without_the_jar_says_how_to_add_it(
+        spark: Any, kafka_config: dict[str, Any], new_topic: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # The session's classpath is fixed at start and has the jar; ask Spark for a source name
+    # that is not on it, so Spark itself answers DATA_SOURCE_NOT_FOUND.
+    monkeypatch.setattr(read_module, "SPARK_KAFKA_FORMAT", "kafka-not-on-the-classpath")
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"x")])
+    ranges = OffsetRanges((PartitionRange(topic, 0, 0, 1),))
+
+    with pytest.raises(SparkKafkaSourceMissingError) as caught:
+        read_kafka(spark, ranges, kafka_config, engine="spark-kafka")
+    assert str(caught.value) == (
+        "engine='spark-kafka' needs Spark's kafka source, which is not on this session's "
+        f"classpath. Start the session with spark.jars.packages={spark_kafka_package()} "
+        "(spark_session(spark_kafka=True) does that), or add the jar with spark.jars; or use "
+        "engine='python', which needs no jar.")
