@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -9,6 +10,7 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 from airflow_provider_kafka_spark.offsets import OffsetRanges, OffsetSpecError
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
@@ -25,28 +27,47 @@ SQL_VIEW = "kafka"
 
 
 class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
-    """Read ``ranges`` with Spark (``read_kafka``), transform, and write the files of this run.
+    """Read ``ranges`` with Spark (``read_kafka``), transform, and write this run's output:
+    files at ``output_path`` or records to the Kafka topic ``output_topic`` (exactly one).
 
     The ranges come from the resolve task's XCom, so a retry reads exactly the same records.
-    The output is idempotent per run: ``output_path`` (templated, e.g.
+
+    **Files.** The output is idempotent per run: ``output_path`` (templated, e.g.
     ``s3a://lake/events/{{ data_interval_start | ds }}/{{ data_interval_start.hour }}``) is
     overwritten as a whole, never appended to, so a retry or a cleared run replaces that run's
     output. After the data, a manifest file ``_kafka_spark_manifest.json`` holding the ranges
     and the statistics is written into the folder: a folder without it is incomplete.
+
+    **Kafka topic.** ``write_kafka`` writes the records; with the default
+    ``delivery_guarantee="exactly_once"`` every Spark partition is one Kafka transaction
+    recorded in a ledger under ``write_id``. The default ``write_id`` is stable for the run and
+    its ranges (``<dag_id>/<task_id>/<run_id>/<digest of the ranges>``): a retry of this task
+    skips what an earlier attempt committed, so ``read_committed`` readers see every record
+    once; ranges resolved again (a cleared resolve task) are a new write. Without ``transform``
+    / ``sql`` the records keep their ``key``, ``value``, ``headers`` and ``timestamp``; the
+    partitioner chooses the output partition.
+
     Empty ranges skip Spark entirely (nothing is written) and return zero statistics.
 
     Returns (XCom) ``{"records", "partitions": [...], "min_timestamp", "max_timestamp",
-    "output": {"path", "format", "manifest"}, "seconds", "records_per_second"}``; each partition
-    entry has ``topic, partition, start, stop, records, first_offset, last_offset,
-    min_timestamp, max_timestamp``.
+    "output": {...}, "seconds", "records_per_second"}``; each partition entry has ``topic,
+    partition, start, stop, records, first_offset, last_offset, min_timestamp, max_timestamp``;
+    ``output`` is ``{"path", "format", "manifest"}`` for files and ``{"topic",
+    "delivery_guarantee", "write_id", "records_written", "skipped_tasks"}`` for a topic.
 
     :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated. Read
         with the isolation level the ranges were resolved with.
-    :param output_path: the folder of this run's output; templated. Required.
+    :param output_path: the folder of this run's output; templated.
     :param output_format: a Spark file format (``parquet``, ``json``, ``csv``, ``orc``,
         ``avro`` with its package...). Default ``parquet``.
     :param output_options: Spark writer options (e.g. ``{"compression": "zstd"}``).
     :param partition_by: columns to partition the output folder by.
+    :param output_topic: the Kafka topic to write to; templated.
+    :param output_kafka_conn_id: the connection of the output cluster (default: the input's
+        ``kafka_conn_id``).
+    :param delivery_guarantee: ``exactly_once`` (default), ``at_least_once`` or ``none``.
+    :param transactional_id_prefix: for ``exactly_once``; default ``<dag_id>.<task_id>``.
+    :param write_id: for ``exactly_once``; templated; default as described above.
     :param transform: ``callable(DataFrame) -> DataFrame`` applied to the records read.
     :param sql: a Spark SQL query over the view ``kafka`` (the records read); templated.
         At most one of ``transform`` and ``sql``.
@@ -60,7 +81,8 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
     :param on_data_loss: ``fail`` (default) or ``skip`` offsets deleted since resolution.
     """
 
-    template_fields: Sequence[str] = ("ranges", "output_path", "output_format", "sql")
+    template_fields: Sequence[str] = ("ranges", "output_path", "output_format", "output_topic",
+                                      "write_id", "sql")
     template_fields_renderers = {"sql": "sql"}
     ui_color = "#fcecd7"
 
@@ -68,10 +90,15 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         self,
         *,
         ranges: Any,
-        output_path: str,
+        output_path: str | None = None,
         output_format: str = "parquet",
         output_options: dict[str, str] | None = None,
         partition_by: Sequence[str] | None = None,
+        output_topic: str | None = None,
+        output_kafka_conn_id: str | None = None,
+        delivery_guarantee: str = "exactly_once",
+        transactional_id_prefix: str | None = None,
+        write_id: str | None = None,
         transform: Callable[[DataFrame], DataFrame] | None = None,
         sql: str | None = None,
         spark_conn_id: str | None = None,
@@ -83,6 +110,11 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        if (output_path is None) == (output_topic is None):
+            raise OffsetSpecError(
+                f"{self.task_id}: pass exactly one sink: output_path= (files) or output_topic= "
+                "(Kafka)."
+            )
         if transform is not None and sql is not None:
             raise OffsetSpecError(f"{self.task_id}: pass transform= or sql=, not both.")
         if transform is not None and not callable(transform):
@@ -95,6 +127,11 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         self.output_format = output_format
         self.output_options = dict(output_options or {})
         self.partition_by = list(partition_by or [])
+        self.output_topic = output_topic
+        self.output_kafka_conn_id = output_kafka_conn_id
+        self.delivery_guarantee = delivery_guarantee
+        self.transactional_id_prefix = transactional_id_prefix
+        self.write_id = write_id
         self.transform = transform
         self.sql = sql
         self.spark_conn_id = spark_conn_id
@@ -112,37 +149,54 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         offset_ranges = OffsetRanges.from_json(self.ranges)
-        path = self._checked_path()
+        output = self._planned_output(context, offset_ranges)
         if offset_ranges.is_empty():
             self.log.info("The ranges hold no offsets: nothing to read, nothing written.")
-            return _stats(offset_ranges, [], {"path": path, "format": self.output_format,
-                                              "manifest": None}, seconds=0.0)
+            return _stats(offset_ranges, [], output, seconds=0.0)
         began = time.monotonic()
         spark = self.spark_hook.get_conn()
-        manifest = f"{path.rstrip('/')}/{MANIFEST_NAME}"
-        write_manifest = _text_writer(spark, manifest)
+        write_manifest = _text_writer(spark, output["manifest"]) if "path" in output else None
         records, summaries = self._read(spark, offset_ranges)
         try:
-            self._write(self._transformed(spark, records), path)
+            output = self._write(self._transformed(spark, records), output)
         finally:
             records.unpersist()
-        seconds = time.monotonic() - began
-        stats = _stats(offset_ranges, summaries,
-                       {"path": path, "format": self.output_format, "manifest": manifest},
-                       seconds=seconds)
-        write_manifest(json.dumps({
-            "version": 1,
-            "dag_id": self.dag_id,
-            "task_id": self.task_id,
-            "run_id": context["run_id"],
-            "written_at": datetime.now(UTC).isoformat(),
-            "ranges": offset_ranges.to_dict(),
-            **stats,
-        }, indent=2, sort_keys=True))
-        self.log.info("Wrote %d record(s) to %s (%s) in %.1fs, %.0f records/s:\n%s",
-                      stats["records"], path, self.output_format, seconds,
-                      stats["records_per_second"], _summary_table(stats["partitions"]))
+        stats = _stats(offset_ranges, summaries, output, seconds=time.monotonic() - began)
+        if write_manifest is not None:
+            write_manifest(json.dumps({
+                "version": 1,
+                "dag_id": self.dag_id,
+                "task_id": self.task_id,
+                "run_id": context["run_id"],
+                "written_at": datetime.now(UTC).isoformat(),
+                "ranges": offset_ranges.to_dict(),
+                **stats,
+            }, indent=2, sort_keys=True))
+        self.log.info("Wrote %d record(s) to %s in %.1fs, %.0f records/s:\n%s",
+                      stats["records"], output.get("path") or output.get("topic"),
+                      stats["seconds"], stats["records_per_second"],
+                      _summary_table(stats["partitions"]))
         return stats
+
+    def _planned_output(self, context: Any, ranges: OffsetRanges) -> dict[str, Any]:
+        """The checked sink description, before anything is read or written."""
+        if self.output_topic is None:
+            path = self._checked_path()
+            return {"path": path, "format": self.output_format,
+                    "manifest": f"{path.rstrip('/')}/{MANIFEST_NAME}"}
+        if not isinstance(self.output_topic, str) or not self.output_topic.strip():
+            raise OffsetSpecError(
+                f"{self.task_id}: output_topic rendered to {self.output_topic!r}; it must name "
+                "a topic."
+            )
+        return {
+            "topic": self.output_topic.strip(),
+            "delivery_guarantee": self.delivery_guarantee,
+            "write_id": self.write_id or default_write_id(self.dag_id, self.task_id,
+                                                          context["run_id"], ranges),
+            "records_written": 0,
+            "skipped_tasks": [],
+        }
 
     def _checked_path(self) -> str:
         if not isinstance(self.output_path, str) or not self.output_path.strip():
@@ -178,14 +232,42 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             return spark.sql(self.sql)
         return records
 
-    def _write(self, df: DataFrame, path: str) -> None:
+    def _write(self, df: DataFrame, output: dict[str, Any]) -> dict[str, Any]:
+        """Write ``df`` to the planned sink; return the output description with results."""
         from airflow_provider_kafka_spark.spark import kafka_errors
 
-        writer = df.write.mode("overwrite").format(self.output_format)
-        if self.partition_by:
-            writer = writer.partitionBy(*self.partition_by)
+        if "path" in output:
+            writer = df.write.mode("overwrite").format(self.output_format)
+            if self.partition_by:
+                writer = writer.partitionBy(*self.partition_by)
+            with kafka_errors():
+                writer.options(**self.output_options).save(output["path"])
+            return output
+        from airflow_provider_kafka_spark.spark.write import write_kafka
+
+        if self.transform is None and not self.sql:
+            df = df.select(*[c for c in ("key", "value", "headers", "timestamp")
+                             if c in df.columns])
+        output_hook = (KafkaHook(self.output_kafka_conn_id) if self.output_kafka_conn_id
+                       else self.kafka_hook)
         with kafka_errors():
-            writer.options(**self.output_options).save(path)
+            result = write_kafka(
+                df, output_hook.get_kafka_config(),
+                topic=output["topic"],
+                delivery_guarantee=self.delivery_guarantee,
+                transactional_id_prefix=(self.transactional_id_prefix
+                                         or f"{self.dag_id}.{self.task_id}"),
+                write_id=output["write_id"],
+            )
+        return {**output, "records_written": result.records_written,
+                "skipped_tasks": list(result.skipped_tasks)}
+
+
+def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:
+    """``<dag_id>/<task_id>/<run_id>/<digest>``: the same for a retry of the task (same XCom
+    ranges), different when the ranges were resolved again to other offsets."""
+    bounds = json.dumps([[r.topic, r.partition, r.start, r.stop] for r in ranges])
+    return f"{dag_id}/{task_id}/{run_id}/{hashlib.sha256(bounds.encode()).hexdigest()[:16]}"
 
 
 def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict[str, Any],

@@ -29,12 +29,14 @@ from airflow_provider_kafka_spark.offsets import (
 from airflow_provider_kafka_spark.operators import (
     KafkaCommitOffsetsOperator,
     KafkaResolveOffsetsOperator,
+    KafkaSparkIngestOperator,
 )
 from airflow_provider_kafka_spark.operators.base import (
     ranges_table,
     subscription_from,
     subscription_kwargs,
 )
+from airflow_provider_kafka_spark.operators.ingest import default_write_id
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
@@ -121,6 +123,39 @@ def test_commit_needs_a_group_and_valid_ranges() -> None:
         KafkaCommitOffsetsOperator(task_id="c", ranges=ranges).execute({})
     with pytest.raises(OffsetSpecError, match="version"):
         KafkaCommitOffsetsOperator(task_id="c", ranges={"ranges": []}, group_id="g").execute({})
+
+
+def test_ingest_needs_exactly_one_sink_and_one_transformation() -> None:
+    with pytest.raises(OffsetSpecError, match="exactly one sink"):
+        KafkaSparkIngestOperator(task_id="i", ranges={})
+    with pytest.raises(OffsetSpecError, match="exactly one sink"):
+        KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", output_topic="t")
+    with pytest.raises(OffsetSpecError, match="not both"):
+        KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", sql="SELECT 1",
+                                 transform=lambda df: df)
+
+
+def test_ingest_rejects_bad_ranges_and_empty_paths_before_spark() -> None:
+    with pytest.raises(OffsetSpecError, match="version"):
+        KafkaSparkIngestOperator(task_id="i", ranges='{"ranges": []}', output_path="/x") \
+            .execute({"run_id": "r"})
+    empty = OffsetRanges((PartitionRange("a", 0, 7, 7),)).to_dict()
+    with pytest.raises(OffsetSpecError, match="output_path rendered to ' '"):
+        KafkaSparkIngestOperator(task_id="i", ranges=empty, output_path=" ").execute({})
+    stats = KafkaSparkIngestOperator(task_id="i", ranges=empty, output_path="/x/y") \
+        .execute({"run_id": "r"})
+    assert stats["records"] == 0 and stats["partitions"][0]["start"] == 7
+    assert stats["output"] == {"path": "/x/y", "format": "parquet",
+                               "manifest": "/x/y/_kafka_spark_manifest.json"}
+
+
+def test_default_write_id_is_stable_for_the_run_and_its_ranges() -> None:
+    ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),))
+    again = OffsetRanges.from_json(ranges.to_json())
+    other = OffsetRanges((PartitionRange("a", 0, 0, 6),))
+    assert default_write_id("d", "t", "r1", ranges) == default_write_id("d", "t", "r1", again)
+    assert default_write_id("d", "t", "r1", ranges).startswith("d/t/r1/")
+    assert default_write_id("d", "t", "r1", ranges) != default_write_id("d", "t", "r1", other)
 
 
 def test_triggers_serialize_by_module_and_qualname() -> None:
