@@ -275,9 +275,11 @@ def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict
     by_key = {(s.topic, s.partition): s.to_dict() for s in summaries}
     partitions = []
     for r in ranges:
-        entry = {"topic": r.topic, "partition": r.partition, "start": r.start, "stop": r.stop,
-                 "records": 0, "first_offset": None, "last_offset": None,
-                 "min_timestamp": None, "max_timestamp": None}
+        entry: dict[str, Any] = {
+            "topic": r.topic, "partition": r.partition, "start": r.start, "stop": r.stop,
+            "records": 0, "first_offset": None, "last_offset": None,
+            "min_timestamp": None, "max_timestamp": None,
+        }
         entry.update(by_key.get((r.topic, r.partition), {}))
         partitions.append(entry)
     records = sum(p["records"] for p in partitions)

@@ -92,6 +92,8 @@ def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subsc
     for tp, future in futures.items():
         try:
             newest[(tp.topic, tp.partition)] = future.result(timeout=timeout).timestamp
+        except TimeoutError:
+            newest[(tp.topic, tp.partition)] = None
         except KafkaException as exc:
             if not exc.args[0].retriable():
                 raise OffsetResolutionError(
