@@ -1,6 +1,7 @@
 """Incremental Kafka -> Parquet from a consumer group's committed offsets.
 
-Each run reads from where the group's last successful run stopped (``committed:earliest``:
+Each run first waits for the topics to exist (``KafkaPartitionsSensor``, deferrable), then
+reads from where the group's last successful run stopped (``committed:earliest``:
 partitions the group never committed, including partitions added since, start at the earliest
 offset) up to the latest offset at resolution time, writes one folder of Parquet, and only then
 commits the stop offsets. A failed run commits nothing, so the next run reads the same records
@@ -24,6 +25,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sensors import KafkaPartitionsSensor
 
 with DAG(
     dag_id="kafka_incremental_committed",
@@ -43,6 +45,13 @@ with DAG(
     },
     tags=["kafka", "spark", "example"],
 ) as dag:
+    wait_for_topics = KafkaPartitionsSensor(
+        task_id="wait_for_topics",
+        topics="{{ params.topics }}",
+        deferrable=True,
+        poke_interval=60,
+        timeout=60 * 60,
+    )
     resolve_offsets = KafkaResolveOffsetsOperator(
         task_id="resolve_offsets",
         topics="{{ params.topics }}",
@@ -60,4 +69,4 @@ with DAG(
         task_id="commit_offsets",
         ranges=resolve_offsets.output,
     )
-    resolve_offsets >> ingest >> commit_offsets
+    wait_for_topics >> resolve_offsets >> ingest >> commit_offsets

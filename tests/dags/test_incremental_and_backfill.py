@@ -4,6 +4,8 @@ consecutive time intervals tile every partition."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +13,7 @@ import pendulum
 import pytest
 from confluent_kafka.admin import NewPartitions
 
+from tests.dags import airflow_env
 from tests.dags.test_hourly_and_adhoc import ranges_of, rows
 from tests.kafka_data import MINUTE_MS, produce
 
@@ -30,6 +33,7 @@ def test_incremental_runs_continue_from_the_committed_offsets(
 
     first = run_dag("kafka_incremental_committed", logical_date=None, conf=conf)
     assert first.state == "success", first.errors
+    assert first.xcom["wait_for_topics"] == [[topic, 0], [topic, 1]]
     assert ranges_of(first.xcom["resolve_offsets"]) == [(topic, 0, 0, 3), (topic, 1, 0, 2)]
     first_folder = Path(first.xcom["ingest"]["output"]["path"])
     assert rows(spark, first_folder) == [(0, 0, b"a", b"a0"), (0, 1, b"a", b"a1"),
@@ -85,3 +89,13 @@ def test_backfill_intervals_tile_without_gap_or_overlap(
     assert len(everything) == len(set(everything))
     assert sorted(everything) == sorted(
         (p, v) for p, _key, v, ts in records if ms[0] <= ts < ms[3])
+
+
+def test_every_example_dag_parses_without_importing_spark() -> None:
+    code = ("import sys; from airflow.dag_processing.dagbag import DagBag; "
+            f"bag = DagBag({str(airflow_env.DAGS_FOLDER)!r}); "
+            "print(sorted(bag.import_errors), sorted(bag.dag_ids), 'pyspark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.strip().splitlines()[-1]
+    assert out == ("[] ['kafka_adhoc', 'kafka_backfill_by_time', 'kafka_hourly_ingest', "
+                   "'kafka_incremental_committed', 'kafka_to_kafka_exactly_once'] False")
