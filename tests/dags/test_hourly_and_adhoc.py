@@ -5,6 +5,7 @@ only after the sink, and clear errors before any side effect."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -166,3 +167,29 @@ def test_a_bad_template_fails_the_task_before_writing(
     assert "nope" in outcome.errors["ingest"]
     assert not (tmp_path / "out").exists()
     assert group_offsets(group, topic, 1) == {}
+
+
+def test_a_retried_ingest_reads_the_ranges_of_the_first_attempt(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], spark: Any,
+        tmp_path: Path) -> None:
+    topic = new_topic(partitions=3)
+    expected = arrange(kafka_config, topic)
+    blocker = tmp_path / "out"
+    blocker.write_text("")  # the first attempt cannot create its folder under a file
+
+    def late_record_then_unblock(context: Any) -> None:
+        # A record inside the interval arrives between the attempts; the retry must not see it.
+        produce(kafka_config, topic, [(1, b"late", b"late", MS0 + 1)])
+        blocker.unlink()
+
+    def retry_once(dag: Any) -> None:
+        ingest = dag.get_task("ingest")
+        ingest.retries, ingest.retry_delay = 1, timedelta(0)
+        ingest.on_retry_callback = [late_record_then_unblock]
+
+    outcome = run_dag("kafka_hourly_ingest", logical_date=T1, edit=retry_once, conf={
+        "topics": topic, "output_root": str(blocker), "group_id": f"g-{topic}"})
+    assert outcome.state == "success", outcome.errors
+    assert ranges_of(outcome.xcom["resolve_offsets"]) == [
+        (topic, 0, 3, 8), (topic, 1, 0, 4), (topic, 2, 2, 2)]
+    assert rows(spark, blocker / T0.strftime("%Y-%m-%dT%H")) == sorted(expected["I1"])
