@@ -153,19 +153,26 @@ def run_raw(config: dict[str, Any], ranges: OffsetRanges, processes: int) -> tup
     return sum(n for n, _ in results), max(t for _, t in results)
 
 
-class WorkerRss:
-    """Samples the RSS of Python processes under this one (Spark's Python workers).
+class ProcessTree:
+    """Samples the processes under this one while a run is timed (every 50 ms).
 
-    Reusable: peaks accumulate over every ``with`` block.
+    Gives the CPU seconds used by the JVM and by Python child processes (Spark's Python
+    workers, or the raw consumers), and the peak RSS of the Python children. Processes that
+    start during the run count from zero; a process's CPU after its last sample is missed.
     """
 
     def __init__(self) -> None:
-        self.peak_worker = 0
-        self.peak_total = 0
+        self.cpu_s = {"jvm": 0.0, "python": 0.0}
+        self.peak_python_rss = 0
+        self.peak_python_rss_total = 0
         self._stop = threading.Event()
         self._thread = threading.Thread()
+        self._first: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
 
-    def __enter__(self) -> WorkerRss:
+    def __enter__(self) -> ProcessTree:
+        self._first = {p.pid: _cpu(p) for p in psutil.Process().children(recursive=True)}
+        self._last = {}
         self._stop.clear()
         self._thread = threading.Thread(target=self._sample, daemon=True)
         self._thread.start()
@@ -174,6 +181,9 @@ class WorkerRss:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        self.cpu_s = {"jvm": 0.0, "python": 0.0}
+        for pid, (kind, cpu) in self._last.items():
+            self.cpu_s[kind] += cpu - self._first.get(pid, 0.0)
 
     def _sample(self) -> None:
         me = psutil.Process()
@@ -181,14 +191,21 @@ class WorkerRss:
             rss = []
             for child in me.children(recursive=True):
                 try:
-                    if "python" in child.name().lower():
+                    kind = "jvm" if "java" in child.name().lower() else "python"
+                    self._last[child.pid] = (kind, _cpu(child))
+                    if kind == "python":
                         rss.append(child.memory_info().rss)
                 except psutil.Error:
                     continue
             if rss:
-                self.peak_worker = max(self.peak_worker, max(rss))
-                self.peak_total = max(self.peak_total, sum(rss))
-            time.sleep(0.1)
+                self.peak_python_rss = max(self.peak_python_rss, max(rss))
+                self.peak_python_rss_total = max(self.peak_python_rss_total, sum(rss))
+            time.sleep(0.05)
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
 
 
 def timed(fn: Callable[[], float | None]) -> float:
@@ -283,21 +300,21 @@ def main() -> int:
             return seconds
 
         runs: dict[str, list[float]] = {"python": [], "spark_kafka": [], "raw": []}
+        cpu: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
         actions = {"python": spark_read("python"), "spark_kafka": spark_read("spark-kafka"),
                    "raw": raw}
         for name, action in actions.items():  # warm-up: JVM classes, Python workers
             print(f"warm-up {name}: {timed(action):.2f}s", flush=True)
-        rss = WorkerRss()
+        python_rss = ProcessTree()
         for i in range(args.repeats):
             for name, action in actions.items():
-                if name == "python":
-                    with rss:
-                        seconds = timed(action)
-                else:
+                tree = python_rss if name == "python" else ProcessTree()
+                with tree:
                     seconds = timed(action)
                 runs[name].append(seconds)
-                print(f"run {i + 1} {name}: {seconds:.2f}s "
-                      f"({args.records / seconds:,.0f} records/s)", flush=True)
+                cpu[name].append(dict(tree.cpu_s))
+                print(f"run {i + 1} {name}: {seconds:.2f}s ({args.records / seconds:,.0f} "
+                      f"records/s), CPU s {tree.cpu_s}", flush=True)
         spark.stop()
         biggest = max(ranges, key=lambda r: r.size)
         profile = profile_split(config, biggest)
@@ -310,6 +327,8 @@ def main() -> int:
             "median_s": round(median, 3),
             "records_per_s": round(args.records / median),
             "mb_per_s": round(total_bytes / median / 1e6, 1),
+            "cpu_s_median": {kind: round(statistics.median(c[kind] for c in cpu[name]), 2)
+                             for kind in ("jvm", "python")},
         }
     result = {
         "records": args.records,
@@ -325,8 +344,9 @@ def main() -> int:
             engines["python"]["records_per_s"] / engines["spark_kafka"]["records_per_s"], 3),
         "ratio_python_vs_raw": round(
             engines["python"]["records_per_s"] / engines["raw"]["records_per_s"], 3),
-        "python_worker_peak_rss_mb": {"per_worker": round(rss.peak_worker / 2**20, 1),
-                                      "all_workers": round(rss.peak_total / 2**20, 1)},
+        "python_worker_peak_rss_mb": {"per_worker": round(python_rss.peak_python_rss / 2**20, 1),
+                                      "all_workers": round(
+                                          python_rss.peak_python_rss_total / 2**20, 1)},
         "profile_read_split_one_partition": profile,
         "environment": {
             "cpus": os.cpu_count(), "python": platform.python_version(),
