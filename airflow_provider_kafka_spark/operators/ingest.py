@@ -153,11 +153,15 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         if offset_ranges.is_empty():
             self.log.info("The ranges hold no offsets: nothing to read, nothing written.")
             return _stats(offset_ranges, [], output, seconds=0.0)
+        from airflow_provider_kafka_spark.spark import kafka_errors, summarize
+
         began = time.monotonic()
         spark = self.spark_hook.get_conn()
         write_manifest = _text_writer(spark, output["manifest"]) if "path" in output else None
-        records, summaries = self._read(spark, offset_ranges)
+        records = self._read(spark, offset_ranges)
         try:
+            with kafka_errors():
+                summaries = summarize(records)
             output = self._write(self._transformed(spark, records), output)
         finally:
             records.unpersist()
@@ -206,14 +210,13 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             )
         return self.output_path.strip()
 
-    def _read(self, spark: SparkSession,
-              ranges: OffsetRanges) -> tuple[DataFrame, list[PartitionSummary]]:
+    def _read(self, spark: SparkSession, ranges: OffsetRanges) -> DataFrame:
         """The records, cached so the summary and the write read Kafka once."""
         from pyspark import StorageLevel
 
-        from airflow_provider_kafka_spark.spark import kafka_errors, read_kafka, summarize
+        from airflow_provider_kafka_spark.spark import read_kafka
 
-        records = read_kafka(
+        return read_kafka(
             spark, ranges, self.kafka_hook.get_kafka_config(),
             isolation_level=ranges.isolation_level,
             max_records_per_split=self.max_records_per_split,
@@ -221,8 +224,6 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             include_headers=self.include_headers,
             on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
         ).persist(StorageLevel.MEMORY_AND_DISK)
-        with kafka_errors():
-            return records, summarize(records)
 
     def _transformed(self, spark: SparkSession, records: DataFrame) -> DataFrame:
         if self.transform is not None:
