@@ -31,6 +31,7 @@ import bisect
 import logging
 import time
 from collections.abc import Iterator, Mapping
+from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
@@ -349,7 +350,8 @@ class _SplitReader:
 
     def _batch(self) -> pa.RecordBatch:
         n = len(self.offsets)
-        kinds, millis = zip(*self.timestamps, strict=True)
+        kinds = list(map(itemgetter(0), self.timestamps))
+        millis = list(map(itemgetter(1), self.timestamps))
         timestamps = pc.multiply(pa.array(millis, pa.int64()), 1000)
         # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime -> Java ids -1, 0, 1.
         timestamp_types = pc.subtract(pa.array(kinds, pa.int32()), 1)
