@@ -52,6 +52,15 @@ def first_event(trigger: Any, timeout: float = 30.0) -> TriggerEvent:
     return asyncio.run(asyncio.wait_for(_first(trigger), timeout))
 
 
+def until(call: Any, accept: Any, timeout: float = 15.0) -> Any:
+    """Call ``call()`` until ``accept(result)``; return that result."""
+    deadline = time.monotonic() + timeout
+    while not accept(result := call()):
+        assert time.monotonic() < deadline, f"still {result!r} after {timeout}s"
+        time.sleep(0.1)
+    return result
+
+
 def rebuilt(trigger: Any) -> Any:
     """The trigger the triggerer would build from ``serialize()`` (through JSON)."""
     classpath, kwargs = trigger.serialize()
@@ -66,10 +75,11 @@ def test_partitions_sensor_waits_for_the_topic_then_for_scale_out(
                                    min_partitions=3)
     assert sensor.poke({}) is False
     topic = new_topic(partitions=2, prefix=prefix)
-    result = sensor.check({})
+    # Cluster metadata can lag a created topic or partition by a moment: poke until it shows.
+    result = until(lambda: sensor.check({}), lambda r: "matches no topic" not in r.waiting_for)
     assert not result.done and "has 2 partition(s), waiting for 3" in result.waiting_for
     kafka_admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
-    poked = sensor.poke({})
+    poked = until(lambda: sensor.poke({}), lambda r: r is not False)
     assert isinstance(poked, PokeReturnValue) and poked.is_done
     assert poked.xcom_value == [[topic, 0], [topic, 1], [topic, 2]]
 
