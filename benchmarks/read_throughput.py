@@ -58,6 +58,7 @@ from airflow_provider_kafka_spark.spark import (  # noqa: E402
     read_split,
     spark_session,
 )
+from airflow_provider_kafka_spark.spark.datasource import READ_DEFAULTS  # noqa: E402
 
 
 @contextmanager
@@ -117,7 +118,9 @@ def raw_worker(config: dict[str, Any], ranges: list[PartitionRange], out: Any) -
     process start-up and imports are not charged to the client.
     """
     started = time.perf_counter()
-    consumer = Consumer(consumer_config(config, isolation_level="read_committed"))
+    # The same librdkafka defaults as engine="python", so "raw" is the client's real limit.
+    consumer = Consumer(consumer_config({**READ_DEFAULTS, **config},
+                                        isolation_level="read_committed"))
     consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges])
     remaining = {r.partition: r.stop for r in ranges if r.size}
     count = 0
@@ -318,6 +321,7 @@ def main() -> int:
         spark.stop()
         biggest = max(ranges, key=lambda r: r.size)
         profile = profile_split(config, biggest)
+        AdminClient(config).delete_topics([topic])[topic].result(30)
 
     engines = {}
     for name, seconds in runs.items():
