@@ -14,6 +14,7 @@ only when a session is asked for.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -24,6 +25,8 @@ from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MASTER = "local[*]"
 
@@ -94,7 +97,7 @@ def _master_url(conn_id: str, conn: Any) -> str:
 def _spark_conf(conn_id: str, extra: dict[str, Any]) -> dict[str, str]:
     ignored = sorted(k for k in extra if not str(k).startswith("spark."))
     if ignored:
-        BaseHook().log.warning(
+        log.warning(
             "Spark connection %r: extra keys %s are not Spark conf (no 'spark.' prefix) and are "
             "ignored.", conn_id, ignored,
         )

@@ -75,7 +75,7 @@ class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperato
 
     def xcom_value(self, payload: Mapping[str, Any]) -> Any:
         """What the sensor returns (XCom) once done, from the check's payload."""
-        return None
+        raise NotImplementedError
 
     def poke(self, context: Any) -> PokeReturnValue | bool:
         result = self.check(context)
