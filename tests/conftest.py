@@ -6,6 +6,10 @@ an external one (e.g. ``docker compose up kafka``). Every test creates its own r
 
 from __future__ import annotations
 
+# Airflow reads its configuration once, when first imported: point it at a throwaway home
+# before any test module can import it.
+import tests.dags.airflow_env  # noqa: F401  # isort: skip
+
 import os
 import subprocess
 import sys
