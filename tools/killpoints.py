@@ -22,6 +22,7 @@ import sys
 import tempfile
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,16 +34,14 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 from tests.integration.killpoints import (  # noqa: E402
     KillPoint,
     Workload,
+    kill_delays,
     run_kill_point,
-    stratified_delays,
     write_plain,
     write_spark,
 )
 
 PYTHON_WORKLOAD = Workload(partitions=4, rows=300)
-PYTHON_WINDOW_S = 3.0
-SPARK_WORKLOAD = Workload(pause_s=0.1)
-SPARK_WINDOW_S = 6.0
+SPARK_WORKLOAD = Workload(partitions=4, rows=300, pause_s=0.1)
 
 
 def main() -> int:
@@ -72,30 +71,22 @@ def main() -> int:
 def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: int) -> int:
     admin = AdminClient(config)
     rng = random.Random(seed)
-    print(f"seed={seed}: {python_points} plain-Python and {spark_points} Spark kill points",
-          flush=True)
+    print(f"seed={seed}: {python_points} plain-Python and {spark_points} Spark kill points, "
+          "each series after one write that is not killed", flush=True)
     points: list[KillPoint] = []
-    for delay in stratified_delays(rng, python_points, PYTHON_WINDOW_S):
-        topic = _topic(admin)
-        points.append(run_kill_point(
-            config, topic, "python", delay, workload=PYTHON_WORKLOAD,
-            rerun=lambda write_id, t=topic: write_plain(config, t, write_id, PYTHON_WORKLOAD)))
-        print(points[-1], flush=True)
-        admin.delete_topics([topic])
+    if python_points:
+        points += _series(config, admin, "python", python_points, rng, PYTHON_WORKLOAD,
+                          lambda write_id, topic: write_plain(config, topic, write_id,
+                                                              PYTHON_WORKLOAD))
     if spark_points:
         from airflow_provider_kafka_spark.spark import spark_session
 
         spark = spark_session("local[2]", app_name="killpoints-rerun", conf={
             "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
         try:
-            for delay in stratified_delays(rng, spark_points, SPARK_WINDOW_S):
-                topic = _topic(admin)
-                points.append(run_kill_point(
-                    config, topic, "spark", delay, workload=SPARK_WORKLOAD,
-                    rerun=lambda write_id, t=topic: write_spark(spark, config, t, write_id,
-                                                                SPARK_WORKLOAD)))
-                print(points[-1], flush=True)
-                admin.delete_topics([topic])
+            points += _series(config, admin, "spark", spark_points, rng, SPARK_WORKLOAD,
+                              lambda write_id, topic: write_spark(spark, config, topic,
+                                                                  write_id, SPARK_WORKLOAD))
         finally:
             spark.stop()
     tally = Counter((p.mode, p.phase, "ok" if p.ok else "FAILED") for p in points)
@@ -103,9 +94,26 @@ def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: in
     for (mode, phase, result), count in sorted(tally.items()):
         print(f"{mode:<8} {phase:<26} {result:<7} {count}")
     failed = sum(1 for p in points if not p.ok)
-    print(f"\n{len(points)} kill points, {len(points) - failed} exactly-once, {failed} failed "
-          f"(seed={seed})")
+    references = bool(python_points) + bool(spark_points)
+    print(f"\n{len(points) - references} kill points + {references} uninterrupted writes: "
+          f"{len(points) - failed} exactly-once, {failed} failed (seed={seed})")
     return 1 if failed else 0
+
+
+def _series(config: dict[str, Any], admin: AdminClient, mode: str, count: int, rng: Any,
+            workload: Workload, rerun: Callable[[str, str], None]) -> list[KillPoint]:
+    """One write that is not killed (checked too; it times the commits), then ``count`` kill
+    points spread over its commit window."""
+    def point(delay: float | None) -> KillPoint:
+        topic = _topic(admin)
+        result = run_kill_point(config, topic, mode, delay, workload=workload,
+                                rerun=lambda write_id: rerun(write_id, topic))
+        print(result, flush=True)
+        admin.delete_topics([topic])
+        return result
+
+    reference = point(None)
+    return [reference, *(point(delay) for delay in kill_delays(rng, count, reference))]
 
 
 def _topic(admin: AdminClient) -> str:

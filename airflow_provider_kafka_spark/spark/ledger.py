@@ -176,7 +176,8 @@ def read_ledger(
     until_offset: int,
     timeout: float,
 ) -> LedgerView:
-    """Read the committed ledger records of ``write_id`` in ``[start_offset, until_offset)``.
+    """Read the committed ledger records of ``write_id`` in ``[start_offset, until_offset)``;
+    ``start_offset`` may be ``OFFSET_BEGINNING`` (the log start, wherever retention left it).
 
     Reads with ``isolation.level=read_committed`` and waits until every record below
     ``until_offset`` is decided (committed or aborted), i.e. until the partition's last stable
@@ -187,8 +188,8 @@ def read_ledger(
             ``timeout`` seconds (an open transaction on the ledger partition), or a read error.
     """
     entries: dict[int, LedgerEntry] = {}
-    if until_offset <= start_offset:
-        return LedgerView(entries, start_offset)
+    if until_offset <= max(start_offset, 0):
+        return LedgerView(entries, max(start_offset, 0))
     config = consumer_config(kafka_config, isolation_level="read_committed")
     config.setdefault("fetch.wait.max.ms", 20)  # the ledger tail is tiny: do not linger
     consumer = Consumer(config)

@@ -286,8 +286,8 @@ def _write_exactly_once(
     attempt = 0
     while True:
         attempt += 1
-        producer.begin_transaction()
         try:
+            producer.begin_transaction()
             records, topics = _produce_batches(producer, source, plan.topic, None)
             if plan.expected_rows is not None and records != plan.expected_rows[index]:
                 raise InputTruncatedError(
@@ -310,8 +310,9 @@ def _write_exactly_once(
             if not err.txn_requires_abort():
                 _abort_quietly(producer, tid)
                 raise TransactionError(
-                    f"task {index}: transaction of transactional.id {tid!r} failed with a "
-                    f"non-retriable error: {err.str()}."
+                    f"task {index}: transaction of transactional.id {tid!r} failed: "
+                    f"{err.str()}. Re-run the write: it skips this task if the commit went "
+                    "through, else writes it."
                 ) from None
             _abort(producer, tid, plan)
             if attempt > plan.max_transaction_retries or not source.replayable:
@@ -371,13 +372,14 @@ def _init_transactions(producer: Producer, tid: str, timeout: float) -> None:
         ) from None
 
 
-def _commit(producer: Producer, tid: str, timeout: float) -> None:
-    while True:
+def _commit(producer: Producer, tid: str, timeout: float, attempts: int = 3) -> None:
+    """``commit_transaction()``, called again (as librdkafka asks) on a retriable error."""
+    for attempt in range(1, attempts + 1):
         try:
             producer.commit_transaction(timeout)
             return
         except KafkaException as exc:
-            if not exc.args[0].retriable():
+            if not exc.args[0].retriable() or attempt == attempts:
                 raise
             log.warning("commit of transactional.id %r: %s; retrying", tid, exc.args[0].str())
 

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import OFFSET_BEGINNING
 
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
 from airflow_provider_kafka_spark.spark.ledger import (
@@ -74,7 +75,8 @@ class KillPoint:
     """The outcome of one kill point."""
 
     mode: str
-    delay_s: float
+    seconds: float  # from the child's READY to the kill (or to its DONE if not killed)
+    first_commit_s: float | None  # from READY to the first task commit (if not killed)
     phase: str
     committed_before_rerun: int
     duplicates: int
@@ -86,22 +88,27 @@ class KillPoint:
         return self.duplicates == self.missing == self.wrong_values == 0
 
 
-def killpoint_df(spark: Any, workload: Workload, *, fail_once_partition: int | None = None) -> Any:
+def killpoint_df(spark: Any, workload: Workload, *,
+                 fail_once: tuple[int, dict[str, Any], str] | None = None) -> Any:
     """The workload as a DataFrame: partition ``i`` of ``spark.range`` holds rows ``k<i>-*``.
 
-    With ``pause_s`` each Arrow batch is delayed; with ``fail_once_partition`` the first
-    attempt of that partition's task raises five batches before its end, after a pause (an
-    injected upstream failure in the middle of the writer's transaction).
+    With ``pause_s`` each Arrow batch is delayed. With ``fail_once=(i, kafka_config, topic)``
+    the first attempt of partition ``i``'s task, five batches before its end, waits until
+    records of partition ``i`` show up in ``topic`` (read_uncommitted: the writer is inside
+    its transaction) and then raises - an upstream failure in the middle of the writer's
+    transaction. (In the row-count pass nothing shows up; it goes on after 10 s.)
     """
     from pyspark.sql import functions as F
 
     w = workload
     df = spark.range(0, w.partitions * w.rows, numPartitions=w.partitions)
-    if w.pause_s or fail_once_partition is not None:
-        pause, failing = w.pause_s, fail_once_partition
-        # Late enough that the JVM has flushed earlier batches (its buffer is 64 KiB) to the
-        # writer's Python worker, so the failure hits in the middle of its transaction.
+    if w.pause_s or fail_once is not None:
+        pause = w.pause_s
+        failing, config, topic = fail_once if fail_once is not None else (-1, {}, "")
         fail_at = max(0, w.rows // w.batch_rows - 5)
+        # In fail-once mode a 1 KB pad column (dropped below) fills the Python workers' 64 KiB
+        # output buffers each batch, so the writer gets rows while this task waits.
+        pad = "p" * 1000 if fail_once is not None else ""
 
         def slow(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
             from pyspark import TaskContext
@@ -111,17 +118,41 @@ def killpoint_df(spark: Any, workload: Workload, *, fail_once_partition: int | N
             for n, batch in enumerate(batches):
                 time.sleep(pause)
                 if (n == fail_at and context.partitionId() == failing
-                        and context.attemptNumber() == 0):
-                    time.sleep(3)  # the writer produces the batches it got so far
+                        and context.attemptNumber() == 0
+                        and _wait_for_key_prefix(config, topic, f"k{failing}-", 10.0)):
                     raise RuntimeError("injected failure of the first attempt")
-                yield batch
+                yield pa.RecordBatch.from_arrays(
+                    [batch.column(0), pa.array([pad] * batch.num_rows, pa.string())],
+                    names=["id", "pad"])
 
-        df = df.mapInArrow(slow, df.schema)
+        df = df.mapInArrow(slow, "id long, pad string")
     index, row = (F.col("id") / w.rows).cast("long"), F.col("id") % w.rows
     return df.select(
         F.concat(F.lit("k"), index, F.lit("-"), row).cast("binary").alias("key"),
         F.concat(F.lit("v"), index, F.lit("-"), row).cast("binary").alias("value"),
     )
+
+
+def _wait_for_key_prefix(config: dict[str, Any], topic: str, prefix: str,
+                         timeout: float) -> bool:
+    """Whether a record whose key starts with ``prefix`` appears in ``topic`` (read_uncommitted)
+    within ``timeout`` seconds."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({**config, "group.id": "killpoint-failure", "enable.auto.commit": False,
+                         "isolation.level": "read_uncommitted"})
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None and (msg.key() or b"").startswith(
+                    prefix.encode()):
+                return True
+        return False
+    finally:
+        consumer.close()
 
 
 def write_plain(kafka_config: dict[str, Any], topic: str, write_id: str,
@@ -139,7 +170,9 @@ def write_plain(kafka_config: dict[str, Any], topic: str, write_id: str,
 
 def write_spark(spark: Any, kafka_config: dict[str, Any], topic: str, write_id: str,
                 workload: Workload, *, fail_once_partition: int | None = None) -> Any:
-    df = killpoint_df(spark, workload, fail_once_partition=fail_once_partition)
+    fail_once = None if fail_once_partition is None else (fail_once_partition, kafka_config,
+                                                           topic)
+    df = killpoint_df(spark, workload, fail_once=fail_once)
     return write_kafka(df, kafka_config, topic=topic, transactional_id_prefix=PREFIX,
                        write_id=write_id, ledger_topic=LEDGER,
                        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
@@ -181,25 +214,39 @@ def committed_tasks(kafka_config: dict[str, Any], write_id: str) -> int:
     admin = admin_client(kafka_config)
     partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
     stable = ledger_end_offset(admin, LEDGER, partition, committed=True)
-    return len(read_ledger(kafka_config, LEDGER, partition, write_id, start_offset=0,
-                           until_offset=stable, timeout=60).entries)
+    return len(read_ledger(kafka_config, LEDGER, partition, write_id,
+                           start_offset=OFFSET_BEGINNING, until_offset=stable,
+                           timeout=60).entries)
 
 
 def run_kill_point(
     kafka_config: dict[str, Any],
     topic: str,
     mode: str,
-    delay_s: float,
+    delay_s: float | None,
     *,
     workload: Workload,
     rerun: Callable[[str], None],
 ) -> KillPoint:
-    """Write to the empty ``topic`` in a child, SIGKILL it ``delay_s`` after it is ready,
-    ``rerun(write_id)`` here, then check the topic holds every expected row exactly once."""
+    """Write to the empty ``topic`` in a child, SIGKILL it ``delay_s`` after it is ready (with
+    ``None``: let it finish), ``rerun(write_id)`` here, then check the topic holds every
+    expected row exactly once."""
     write_id = f"kill-{uuid.uuid4().hex}"
     proc = start_child(child_command(kafka_config["bootstrap.servers"], topic, write_id, mode,
                                      workload))
-    time.sleep(delay_s)
+    start, ready_at = time.monotonic(), time.time()
+    if delay_s is None:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # until DONE: Spark's shutdown afterwards does not count
+            if line.startswith("DONE"):
+                break
+        else:
+            raise RuntimeError(f"kill-point child failed with code {proc.wait()}")
+    else:
+        time.sleep(delay_s)
+    seconds = time.monotonic() - start
+    if delay_s is None:
+        proc.wait(timeout=120)
     finished = proc.poll() is not None
     with contextlib.suppress(ProcessLookupError):  # the child had finished, nothing is left
         os.killpg(proc.pid, signal.SIGKILL)
@@ -218,21 +265,56 @@ def run_kill_point(
     keys = Counter(r.key for r in records)
     expected = expected_keys(workload.partitions, workload.rows)
     wrong = sum(1 for r in records if r.key is None or r.value != _value_of(r.key))
+    first_commit = None
+    if delay_s is None:
+        first_commit = round(min(_ledger_timestamps(kafka_config, write_id)) - ready_at, 3)
     return KillPoint(
-        mode=mode, delay_s=round(delay_s, 3), phase=phase, committed_before_rerun=done,
+        mode=mode, seconds=round(seconds, 3), first_commit_s=first_commit, phase=phase,
+        committed_before_rerun=done,
         duplicates=sum((keys - expected).values()), missing=sum((expected - keys).values()),
         wrong_values=wrong,
     )
 
 
+def _ledger_timestamps(kafka_config: dict[str, Any], write_id: str) -> list[float]:
+    """The CreateTime (epoch seconds) of every committed ledger record of ``write_id``."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+    admin = admin_client(kafka_config)
+    partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
+    stable = ledger_end_offset(admin, LEDGER, partition, committed=True)
+    consumer = Consumer({**kafka_config, "group.id": "killpoint-ledger",
+                         "enable.auto.commit": False, "isolation.level": "read_committed",
+                         "enable.partition.eof": True})
+    consumer.assign([TopicPartition(LEDGER, partition, OFFSET_BEGINNING)])
+    stamps: list[float] = []
+    try:
+        while True:
+            msg = consumer.poll(10)
+            assert msg is not None, "ledger not readable"
+            if msg.error() is not None:
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                if msg.offset() >= stable:
+                    return stamps
+                continue
+            if (msg.key() or b"").startswith(f"{write_id}/".encode()):
+                stamps.append(msg.timestamp()[1] / 1000)
+    finally:
+        consumer.close()
+
+
+def kill_delays(rng: Any, count: int, reference: KillPoint) -> list[float]:
+    """``count`` random kill moments, one in each equal slice of ``[0.8 * first commit, done]``
+    of the uninterrupted ``reference`` write: some before the first commit, most while tasks
+    commit, some after the last commit (timings vary from run to run)."""
+    assert reference.first_commit_s is not None
+    low, high = reference.first_commit_s * 0.8, reference.seconds
+    return [low + (k + rng.random()) * (high - low) / count for k in range(count)]
+
+
 def _value_of(key: bytes) -> bytes:
     index, row = key.decode()[1:].split("-")
     return row_value(int(index), int(row))
-
-
-def stratified_delays(rng: Any, count: int, window_s: float) -> list[float]:
-    """``count`` random delays, one in each equal slice of ``[0, window_s)``."""
-    return [(k + rng.random()) * window_s / count for k in range(count)]
 
 
 def _child(argv: list[str]) -> None:

@@ -12,6 +12,7 @@ import os
 import random
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -21,9 +22,9 @@ from tests.integration.killpoints import (
     KillPoint,
     Workload,
     child_command,
+    kill_delays,
     run_kill_point,
     start_child,
-    stratified_delays,
     write_plain,
     write_spark,
 )
@@ -41,31 +42,40 @@ def _report(points: list[KillPoint]) -> str:
     return f"seed={SEED} tally={dict(tally)} points={points}"
 
 
+def _kill_series(kafka_config: dict[str, Any], new_topic: Any, mode: str, count: int,
+                 workload: Workload, rerun: Callable[[str, str], Any]) -> list[KillPoint]:
+    """One uninterrupted write (checked too; it times the commits), then ``count`` kill
+    points spread over its commit window."""
+    def point(delay: float | None) -> KillPoint:
+        topic = new_topic(partitions=3)
+        return run_kill_point(kafka_config, topic, mode, delay, workload=workload,
+                              rerun=partial(rerun, topic))
+
+    reference = point(None)
+    delays = kill_delays(random.Random(f"{SEED}-{mode}"), count, reference)
+    return [reference, *(point(delay) for delay in delays)]
+
+
 def test_sigkilled_plain_writer_rerun_leaves_each_row_exactly_once(
     kafka_config: dict[str, Any], new_topic: Any
 ) -> None:
     workload = Workload(partitions=4, rows=300)
-    points = []
-    for delay in stratified_delays(random.Random(SEED), PYTHON_KILL_POINTS, window_s=3.0):
-        topic = new_topic(partitions=3)
-        rerun = partial(lambda t, w: write_plain(kafka_config, t, w, workload), topic)
-        points.append(run_kill_point(kafka_config, topic, "python", delay, workload=workload,
-                                     rerun=rerun))
+    points = _kill_series(kafka_config, new_topic, "python", PYTHON_KILL_POINTS, workload,
+                          lambda topic, write_id: write_plain(kafka_config, topic, write_id,
+                                                              workload))
     print(_report(points))
     assert all(p.ok for p in points), _report(points)
-    assert len({p.phase for p in points}) >= 2, _report(points)
+    assert {"before any commit", "between task commits"} <= {p.phase for p in points[1:]}, \
+        _report(points)
 
 
 def test_sigkilled_spark_driver_rerun_leaves_each_row_exactly_once(
     spark: Any, kafka_config: dict[str, Any], new_topic: Any
 ) -> None:
-    workload = Workload(pause_s=0.1)
-    points = []
-    for delay in stratified_delays(random.Random(SEED + 1), SPARK_KILL_POINTS, window_s=6.0):
-        topic = new_topic(partitions=3)
-        rerun = partial(lambda t, w: write_spark(spark, kafka_config, t, w, workload), topic)
-        points.append(run_kill_point(kafka_config, topic, "spark", delay, workload=workload,
-                                     rerun=rerun))
+    workload = Workload(partitions=4, rows=300, pause_s=0.1)
+    points = _kill_series(kafka_config, new_topic, "spark", SPARK_KILL_POINTS, workload,
+                          lambda topic, write_id: write_spark(spark, kafka_config, topic,
+                                                              write_id, workload))
     print(_report(points))
     assert all(p.ok for p in points), _report(points)
 
