@@ -260,6 +260,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
     fig, ax = plt.subplots(figsize=(7, 4.2))
     bars = ax.bar(labels, values, color=["#2f6db5", "#e08a1e", "#7a7a7a"])
     ax.bar_label(bars, fmt="%.0f k/s")
+    ax.set_ylim(0, max(values) * 1.15)
     ax.set_ylabel("records per second (thousands), median")
     ax.set_title(f"Bounded read of {result['records']:,} records x {result['record_bytes']} B, "
                  f"{result['partitions']} partitions, {result['spark_cores']} cores\n"
@@ -321,7 +322,8 @@ def main() -> int:
         spark.stop()
         biggest = max(ranges, key=lambda r: r.size)
         profile = profile_split(config, biggest)
-        AdminClient(config).delete_topics([topic])[topic].result(30)
+        admin = AdminClient(config)
+        admin.delete_topics([topic])[topic].result(30)
 
     engines = {}
     for name, seconds in runs.items():
