@@ -21,6 +21,7 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
 )
 from airflow_provider_kafka_spark.spark import (
+    DecodeError,
     KafkaReadError,
     PartitionSummary,
     SparkKafkaSourceMissingError,
@@ -312,6 +313,13 @@ def test_decode_json_policies(spark: Any, kafka_config: dict[str, Any], new_topi
     df = read_kafka(spark, full_ranges(kafka_config, topic), kafka_config)
     schema = "id long, name string"
 
+    with pytest.raises(DecodeError, match="value_format='json' needs value_schema"):
+        decode_kafka(df, value_format="json")
+    with pytest.raises(DecodeError, match="key_schema is only used with key_format='json'"):
+        decode_kafka(df, key_format="string", key_schema=schema)
+    with pytest.raises(DecodeError, match="on_corrupt='ignore' is not valid"):
+        decode_kafka(df, on_corrupt="ignore")  # type: ignore[arg-type]
+
     with pytest.raises(Exception, match=rf"corrupt record in {topic}/0 at offset 1: value is not"):
         decode_kafka(df, value_format="json", value_schema=schema).collect()
 
@@ -345,6 +353,7 @@ def test_summarize(spark: Any, kafka_config: dict[str, Any], new_topic: Any) -> 
         PartitionSummary(topic, 1, 5, 0, 4, _ts(BASE_MS + 1), _ts(BASE_MS + 9)),
     ]
     assert summarize(df)[0].to_dict()["min_timestamp"] == _ts(BASE_MS + 2).isoformat()
+    assert summarize(df.where("offset > 100")) == []
 
 
 
