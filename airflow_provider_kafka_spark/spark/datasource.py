@@ -77,8 +77,6 @@ _PERMANENT_CODES = frozenset({
     KafkaError._SSL,
     KafkaError._INVALID_ARG,
 })
-# librdkafka timestamp type -> Java TimestampType id, as Spark's kafka source reports it.
-_NO_TIMESTAMP, _CREATE_TIME, _LOG_APPEND_TIME = -1, 0, 1
 
 
 def kafka_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
