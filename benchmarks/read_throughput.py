@@ -58,7 +58,6 @@ from airflow_provider_kafka_spark.spark import (  # noqa: E402
     read_split,
     spark_session,
 )
-from airflow_provider_kafka_spark.spark.datasource import READ_DEFAULTS  # noqa: E402
 
 
 @contextmanager
@@ -119,7 +118,7 @@ def raw_worker(config: dict[str, Any], ranges: list[PartitionRange], out: Any) -
     """
     started = time.perf_counter()
     # The same librdkafka defaults as engine="python", so "raw" is the client's real limit.
-    consumer = Consumer(consumer_config({**READ_DEFAULTS, **config},
+    consumer = Consumer(consumer_config(config,
                                         isolation_level="read_committed"))
     consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges])
     remaining = {r.partition: r.stop for r in ranges if r.size}

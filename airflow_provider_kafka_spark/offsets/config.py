@@ -14,6 +14,11 @@ from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
 ISOLATION_LEVELS: tuple[str, ...] = ("read_committed", "read_uncommitted")
 
+# Defaults under the user's settings. librdkafka's fetch.queue.backoff.ms (1 s) pauses
+# fetching whenever the pre-fetch queue is full, which throttles a consumer that drains as
+# fast as it can (measured here: ~2.5x slower on one 333k-record partition).
+_CONSUMER_DEFAULTS: dict[str, Any] = {"fetch.queue.backoff.ms": 10}
+
 # Keys a bounded reader must own: offsets move only through commit_offsets().
 _CONSUMER_OVERRIDES: dict[str, Any] = {
     "enable.auto.commit": False,
@@ -50,8 +55,7 @@ def consumer_config(
     kafka_config: Mapping[str, Any], *, isolation_level: str, group_id: str | None = None
 ) -> dict[str, Any]:
     """Config for a bounded, ``assign()``-only consumer that never commits by itself."""
-    config = client_config(kafka_config)
-    config.update(_CONSUMER_OVERRIDES)
+    config = {**_CONSUMER_DEFAULTS, **client_config(kafka_config), **_CONSUMER_OVERRIDES}
     config["isolation.level"] = check_isolation_level(isolation_level)
     # librdkafka requires a group.id for a consumer, even one that only uses assign().
     config["group.id"] = group_id or config.get("group.id") or "airflow-provider-kafka-spark"

@@ -56,11 +56,6 @@ DEFAULT_POLL_TIMEOUT = 60.0
 # Records per Arrow batch handed to Spark, and per consume() call.
 ARROW_BATCH_RECORDS = 20_000
 CONSUME_RECORDS = 5_000
-# Defaults under the user's config for a bounded read; the user's values win.
-# librdkafka >= 2.1 pauses a partition's fetching for fetch.queue.backoff.ms (1 s by default)
-# whenever its pre-fetch queue is full; a reader draining the queue as fast as it can then
-# waits for most of that second (measured here: ~2.5x slower on one 333k-record partition).
-READ_DEFAULTS: dict[str, Any] = {"fetch.queue.backoff.ms": 10}
 # The longest single consume() wait; progress is checked between waits.
 _CONSUME_WAIT = 0.5
 _DATA_LOSS_CODES = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
@@ -202,8 +197,7 @@ def read_split(
     if split.start >= split.stop:
         return
     schema = arrow_schema or to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
-    consumer = Consumer(consumer_config({**READ_DEFAULTS, **kafka_config},
-                                        isolation_level=isolation_level))
+    consumer = Consumer(consumer_config(kafka_config, isolation_level=isolation_level))
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
         yield from _SplitReader(
