@@ -151,6 +151,19 @@ def _partition_count(admin: AdminClient, topic: str, timeout: float) -> int | No
     return len(info.partitions)
 
 
+def ledger_start_offset(admin: AdminClient, topic: str, partition: int, *,
+                        timeout: float = 30.0) -> int:
+    """The log start offset of a ledger partition (0 unless records were deleted)."""
+    tp = TopicPartition(topic, partition)
+    try:
+        info = admin.list_offsets({tp: OffsetSpec.earliest()},
+                                  request_timeout=timeout)[tp].result(timeout=timeout)
+    except KafkaException as exc:
+        raise LedgerError(f"could not list offsets of ledger partition {topic}[{partition}]: "
+                          f"{exc.args[0].str()}.") from None
+    return int(info.offset)
+
+
 def ledger_end_offset(
     admin: AdminClient, topic: str, partition: int, *, committed: bool, timeout: float = 30.0
 ) -> int:
@@ -176,8 +189,7 @@ def read_ledger(
     until_offset: int,
     timeout: float,
 ) -> LedgerView:
-    """Read the committed ledger records of ``write_id`` in ``[start_offset, until_offset)``;
-    ``start_offset`` may be ``OFFSET_BEGINNING`` (the log start, wherever retention left it).
+    """Read the committed ledger records of ``write_id`` in ``[start_offset, until_offset)``.
 
     Reads with ``isolation.level=read_committed`` and waits until every record below
     ``until_offset`` is decided (committed or aborted), i.e. until the partition's last stable
@@ -188,8 +200,8 @@ def read_ledger(
             ``timeout`` seconds (an open transaction on the ledger partition), or a read error.
     """
     entries: dict[int, LedgerEntry] = {}
-    if until_offset <= max(start_offset, 0):
-        return LedgerView(entries, max(start_offset, 0))
+    if until_offset <= start_offset:
+        return LedgerView(entries, start_offset)
     config = consumer_config(kafka_config, isolation_level="read_committed")
     config.setdefault("fetch.wait.max.ms", 20)  # the ledger tail is tiny: do not linger
     consumer = Consumer(config)

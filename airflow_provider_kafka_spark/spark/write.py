@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING, KafkaException
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
@@ -24,6 +24,7 @@ from airflow_provider_kafka_spark.spark.ledger import (
     ensure_ledger_topic,
     ledger_end_offset,
     ledger_partition,
+    ledger_start_offset,
     read_ledger,
 )
 from airflow_provider_kafka_spark.spark.transactions import (
@@ -198,8 +199,8 @@ def prepare_exactly_once(
     # the ledger after fencing, so reading only up to the current last stable offset is enough.
     stable = ledger_end_offset(admin, ledger_topic, partition, committed=True)
     view = read_ledger(kafka_config, ledger_topic, partition, write_id,
-                       start_offset=OFFSET_BEGINNING, until_offset=stable,
-                       timeout=transaction_timeout_ms / 1000 + 30)
+                       start_offset=ledger_start_offset(admin, ledger_topic, partition),
+                       until_offset=stable, timeout=transaction_timeout_ms / 1000 + 30)
     other = {e.num_partitions for e in view.entries.values()} - {num_partitions}
     if other:
         raise LedgerError(

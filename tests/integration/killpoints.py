@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-from confluent_kafka import OFFSET_BEGINNING
 
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
 from airflow_provider_kafka_spark.spark.ledger import (
     ensure_ledger_topic,
     ledger_end_offset,
     ledger_partition,
+    ledger_start_offset,
     read_ledger,
 )
 from airflow_provider_kafka_spark.spark.transactions import write_partition
@@ -215,8 +215,8 @@ def committed_tasks(kafka_config: dict[str, Any], write_id: str) -> int:
     partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
     stable = ledger_end_offset(admin, LEDGER, partition, committed=True)
     return len(read_ledger(kafka_config, LEDGER, partition, write_id,
-                           start_offset=OFFSET_BEGINNING, until_offset=stable,
-                           timeout=60).entries)
+                           start_offset=ledger_start_offset(admin, LEDGER, partition),
+                           until_offset=stable, timeout=60).entries)
 
 
 def run_kill_point(
@@ -278,7 +278,7 @@ def run_kill_point(
 
 def _ledger_timestamps(kafka_config: dict[str, Any], write_id: str) -> list[float]:
     """The CreateTime (epoch seconds) of every committed ledger record of ``write_id``."""
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
     admin = admin_client(kafka_config)
     partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
@@ -286,7 +286,8 @@ def _ledger_timestamps(kafka_config: dict[str, Any], write_id: str) -> list[floa
     consumer = Consumer({**kafka_config, "group.id": "killpoint-ledger",
                          "enable.auto.commit": False, "isolation.level": "read_committed",
                          "enable.partition.eof": True})
-    consumer.assign([TopicPartition(LEDGER, partition, OFFSET_BEGINNING)])
+    consumer.assign([TopicPartition(LEDGER, partition,
+                                    ledger_start_offset(admin, LEDGER, partition))])
     stamps: list[float] = []
     try:
         while True:

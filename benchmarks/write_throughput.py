@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Write throughput: write_kafka exactly_once vs at_least_once vs Spark's built-in Kafka sink.
+
+    .venv/bin/python benchmarks/write_throughput.py [--records 1000000] [--repeats 3]
+
+Builds one DataFrame of N records (key = the row number, value = 200 B), caches it in memory
+and then writes it, in interleaved rounds, with ``write_kafka(delivery_guarantee=
+"exactly_once")`` (which includes its per-partition row-count pass), ``write_kafka(
+delivery_guarantee="at_least_once")`` and ``df.write.format("kafka")`` (Spark's own sink:
+Java producer, ``acks=all``, idempotent, at-least-once), each into a fresh 6-partition topic.
+Every write is checked to have put exactly N records into its topic. Reports medians,
+records/s and the ratios exactly_once/at_least_once and exactly_once/spark_kafka.
+
+Writes benchmarks/results/write_throughput.json and .png. Starts its own broker with
+scripts/kafka-broker unless --bootstrap is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT))
+
+import pyspark  # noqa: E402
+from confluent_kafka import IsolationLevel, TopicPartition  # noqa: E402
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
+
+from airflow_provider_kafka_spark.spark import (  # noqa: E402
+    fetch_spark_kafka_jars,
+    spark_session,
+    write_kafka,
+)
+from tests.integration.write_kafka_support import read_committed  # noqa: E402
+
+MODES = ("exactly_once", "at_least_once", "spark_kafka")
+TOPIC_PARTITIONS = 6
+
+
+@contextmanager
+def broker(bootstrap: str | None) -> Iterator[str]:
+    if bootstrap:
+        yield bootstrap
+        return
+    script = str(ROOT / "scripts" / "kafka-broker")
+    with tempfile.TemporaryDirectory(prefix="bench-broker-") as run_dir:
+        out = subprocess.run([sys.executable, script, "start", "--dir", run_dir, "--port",
+                              str(_free_port())], check=True, capture_output=True,
+                             text=True).stdout
+        try:
+            yield out.strip().split("=", 1)[1]
+        finally:
+            subprocess.run([sys.executable, script, "stop", "--dir", run_dir], check=True)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def committed_count(config: dict[str, Any], admin: AdminClient, topic: str, mode: str) -> int:
+    """Records in ``topic``: the sum of high watermarks, or a read_committed read for
+    transactional output (whose offsets include commit markers)."""
+    if mode == "exactly_once":
+        return len(read_committed(config, topic, timeout=300))
+    tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(TOPIC_PARTITIONS)}
+    futures = admin.list_offsets(tps, isolation_level=IsolationLevel.READ_UNCOMMITTED)
+    return sum(f.result(timeout=30).offset for f in futures.values())
+
+
+def chart(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    values = [result["records_per_s"][m] / 1000 for m in MODES]
+    bars = ax.bar(["write_kafka\nexactly_once", "write_kafka\nat_least_once",
+                   "Spark built-in\nKafka sink"], values, color=["#2a6", "#48c", "#999"])
+    ax.bar_label(bars, labels=[f"{v:,.0f}k" for v in values])
+    ax.set_ylabel("records/s (thousands, median)")
+    ax.set_title(f"Write throughput: {result['records']:,} x {result['value_bytes']} B, "
+                 f"{result['spark_master']}, {result['df_partitions']} partitions")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--value-bytes", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=4, help="DataFrame partitions")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--bootstrap", help="bootstrap.servers of a running broker")
+    parser.add_argument("--out", type=Path, default=RESULTS / "write_throughput.json")
+    args = parser.parse_args()
+
+    jars = fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
+                                  ROOT / ".cache" / "spark-kafka" / "jars")
+    with broker(args.bootstrap) as bootstrap:
+        config = {"bootstrap.servers": bootstrap}
+        admin = AdminClient(config)
+        spark = spark_session(args.master, app_name="write-throughput", jars=jars, conf={
+            "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
+        from pyspark.sql import functions as F
+
+        pad = "x" * args.value_bytes
+        df = spark.range(0, args.records, numPartitions=args.partitions).select(
+            F.col("id").cast("string").cast("binary").alias("key"),
+            F.substring(F.concat(F.col("id").cast("string"), F.lit(pad)), 1,
+                        args.value_bytes).cast("binary").alias("value"),
+        ).cache()
+        assert df.count() == args.records
+
+        def writer(mode: str, topic: str) -> Callable[[], Any]:
+            if mode == "spark_kafka":
+                return lambda: (df.write.format("kafka")
+                                .option("kafka.bootstrap.servers", bootstrap)
+                                .option("topic", topic).save())
+            return lambda: write_kafka(df, config, topic=topic, delivery_guarantee=mode,
+                                       transactional_id_prefix="bench-write-throughput",
+                                       write_id=f"bench-{uuid.uuid4().hex}")
+
+        seconds: dict[str, list[float]] = {m: [] for m in MODES}
+        for round_ in range(args.repeats + 1):  # round 0 warms up every path, not counted
+            for mode in MODES:
+                topic = f"bench-write-{mode}-{uuid.uuid4().hex[:8]}"
+                admin.create_topics([NewTopic(topic, TOPIC_PARTITIONS, 1)])[topic].result(30)
+                start = time.perf_counter()
+                writer(mode, topic)()
+                elapsed = time.perf_counter() - start
+                written = committed_count(config, admin, topic, mode)
+                assert written == args.records, f"{mode}: {written} records, not {args.records}"
+                admin.delete_topics([topic])
+                print(f"round {round_} {mode:<14} {elapsed:7.2f}s "
+                      f"{args.records / elapsed:>12,.0f} records/s", flush=True)
+                if round_:
+                    seconds[mode].append(elapsed)
+        spark.stop()
+
+    median = {m: statistics.median(s) for m, s in seconds.items()}
+    per_s = {m: args.records / median[m] for m in MODES}
+    result = {
+        "records": args.records,
+        "value_bytes": args.value_bytes,
+        "repeats": args.repeats,
+        "df_partitions": args.partitions,
+        "topic_partitions": TOPIC_PARTITIONS,
+        "spark_master": args.master,
+        "median_seconds": median,
+        "seconds": seconds,
+        "records_per_s": per_s,
+        "ratio_exactly_once_vs_at_least_once": per_s["exactly_once"] / per_s["at_least_once"],
+        "ratio_exactly_once_vs_spark_kafka": per_s["exactly_once"] / per_s["spark_kafka"],
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "pyspark": pyspark.__version__, "load_avg_1m_at_end": os.getloadavg()[0]},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    chart(result, args.out.with_suffix(".png"))
+    print(json.dumps({k: result[k] for k in ("records_per_s",
+                                             "ratio_exactly_once_vs_at_least_once",
+                                             "ratio_exactly_once_vs_spark_kafka")}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
