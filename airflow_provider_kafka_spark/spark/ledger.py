@@ -154,29 +154,39 @@ def _partition_count(admin: AdminClient, topic: str, timeout: float) -> int | No
 def ledger_start_offset(admin: AdminClient, topic: str, partition: int, *,
                         timeout: float = 30.0) -> int:
     """The log start offset of a ledger partition (0 unless records were deleted)."""
-    tp = TopicPartition(topic, partition)
-    try:
-        info = admin.list_offsets({tp: OffsetSpec.earliest()},
-                                  request_timeout=timeout)[tp].result(timeout=timeout)
-    except KafkaException as exc:
-        raise LedgerError(f"could not list offsets of ledger partition {topic}[{partition}]: "
-                          f"{exc.args[0].str()}.") from None
-    return int(info.offset)
+    return _list_offset(admin, topic, partition, OffsetSpec.earliest(),
+                        IsolationLevel.READ_UNCOMMITTED, timeout)
 
 
 def ledger_end_offset(
     admin: AdminClient, topic: str, partition: int, *, committed: bool, timeout: float = 30.0
 ) -> int:
     """The last stable offset (``committed=True``) or high watermark of a ledger partition."""
-    tp = TopicPartition(topic, partition)
     isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    try:
-        info = admin.list_offsets({tp: OffsetSpec.latest()}, isolation_level=isolation,
-                                  request_timeout=timeout)[tp].result(timeout=timeout)
-    except KafkaException as exc:
-        raise LedgerError(f"could not list offsets of ledger partition {topic}[{partition}]: "
-                          f"{exc.args[0].str()}.") from None
-    return int(info.offset)
+    return _list_offset(admin, topic, partition, OffsetSpec.latest(), isolation, timeout)
+
+
+# A partition of a ledger topic created a moment ago may have no leader yet.
+_NOT_READY = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+
+def _list_offset(admin: AdminClient, topic: str, partition: int, spec: OffsetSpec,
+                 isolation: IsolationLevel, timeout: float) -> int:
+    tp = TopicPartition(topic, partition)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            info = admin.list_offsets({tp: spec}, isolation_level=isolation,
+                                      request_timeout=timeout)[tp].result(timeout=timeout)
+            return int(info.offset)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if (err.code() in _NOT_READY or err.retriable()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            raise LedgerError(f"could not list offsets of ledger partition {topic}[{partition}]: "
+                              f"{err.str()}.") from None
 
 
 def read_ledger(
