@@ -72,7 +72,7 @@ def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: in
     admin = AdminClient(config)
     rng = random.Random(seed)
     print(f"seed={seed}: {python_points} plain-Python and {spark_points} Spark kill points, "
-          "each series after one write that is not killed", flush=True)
+          "each series after two writes that are not killed", flush=True)
     points: list[KillPoint] = []
     if python_points:
         points += _series(config, admin, "python", python_points, rng, PYTHON_WORKLOAD,
@@ -94,7 +94,7 @@ def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: in
     for (mode, phase, result), count in sorted(tally.items()):
         print(f"{mode:<8} {phase:<26} {result:<7} {count}")
     failed = sum(1 for p in points if not p.ok)
-    references = bool(python_points) + bool(spark_points)
+    references = 2 * (bool(python_points) + bool(spark_points))
     print(f"\n{len(points) - references} kill points + {references} uninterrupted writes: "
           f"{len(points) - failed} exactly-once, {failed} failed (seed={seed})")
     return 1 if failed else 0
@@ -102,8 +102,8 @@ def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: in
 
 def _series(config: dict[str, Any], admin: AdminClient, mode: str, count: int, rng: Any,
             workload: Workload, rerun: Callable[[str, str], None]) -> list[KillPoint]:
-    """One write that is not killed (checked too; it times the commits), then ``count`` kill
-    points spread over its commit window."""
+    """Two writes that are not killed (checked too; the second times the commits), then
+    ``count`` kill points spread over its commit window."""
     def point(delay: float | None) -> KillPoint:
         topic = _topic(admin)
         result = run_kill_point(config, topic, mode, delay, workload=workload,
@@ -112,8 +112,10 @@ def _series(config: dict[str, Any], admin: AdminClient, mode: str, count: int, r
         admin.delete_topics([topic])
         return result
 
+    warm_up = point(None)  # the first write may create the ledger, load coordinators...
     reference = point(None)
-    return [reference, *(point(delay) for delay in kill_delays(rng, count, reference))]
+    return [warm_up, reference,
+            *(point(delay) for delay in kill_delays(rng, count, reference))]
 
 
 def _topic(admin: AdminClient) -> str:

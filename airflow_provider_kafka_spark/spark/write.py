@@ -120,10 +120,14 @@ def write_kafka(
         ``transaction_timeout_ms`` must not exceed the brokers' ``transaction.max.timeout.ms``.
         A transaction aborted by an abortable error is retried up to
         ``max_transaction_retries`` times from the task's input kept in memory (up to
-        ``retry_buffer_bytes`` per task).
+        ``retry_buffer_bytes`` per task). ``init_transactions_timeout_s`` bounds each task's
+        ``init_transactions()``. ``transactional_id_prefix`` must be non-empty and unique per
+        application on the cluster; ``write_id`` must stay the same across retries and re-runs
+        of the same write (see ``docs/exactly-once.md``).
 
     Raises:
         WriteConfigError: bad arguments or columns (before anything is written).
+        KafkaWriteError: the cluster's metadata or broker configs could not be read.
         LedgerError: the ledger topic cannot be created/read, or this ``write_id`` was
             started on a DataFrame with a different number of partitions.
         DeliveryError: ``at_least_once`` and a record was not delivered.
