@@ -41,7 +41,7 @@ from tests.integration.killpoints import (  # noqa: E402
 )
 
 PYTHON_WORKLOAD = Workload(partitions=4, rows=300)
-SPARK_WORKLOAD = Workload(partitions=4, rows=300, pause_s=0.1)
+SPARK_WORKLOAD = Workload(partitions=4, rows=300, pause_s=0.3)
 
 
 def main() -> int:

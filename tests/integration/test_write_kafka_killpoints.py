@@ -75,7 +75,7 @@ def test_sigkilled_plain_writer_rerun_leaves_each_row_exactly_once(
 def test_sigkilled_spark_driver_rerun_leaves_each_row_exactly_once(
     spark: Any, kafka_config: dict[str, Any], new_topic: Any
 ) -> None:
-    workload = Workload(partitions=4, rows=300, pause_s=0.1)
+    workload = Workload(partitions=4, rows=300, pause_s=0.3)
     points = _kill_series(kafka_config, new_topic, "spark", SPARK_KILL_POINTS, workload,
                           lambda topic, write_id: write_spark(spark, kafka_config, topic,
                                                               write_id, workload))
