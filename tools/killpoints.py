@@ -32,9 +32,10 @@ sys.path.insert(0, str(ROOT))
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
 from tests.integration.killpoints import (  # noqa: E402
+    KillMoment,
     KillPoint,
     Workload,
-    kill_delays,
+    kill_moments,
     run_kill_point,
     write_plain,
     write_spark,
@@ -104,9 +105,9 @@ def _series(config: dict[str, Any], admin: AdminClient, mode: str, count: int, r
             workload: Workload, rerun: Callable[[str, str], None]) -> list[KillPoint]:
     """Two writes that are not killed (checked too; the second times the commits), then
     ``count`` kill points spread over its commit window."""
-    def point(delay: float | None) -> KillPoint:
+    def point(moment: KillMoment | None) -> KillPoint:
         topic = _topic(admin)
-        result = run_kill_point(config, topic, mode, delay, workload=workload,
+        result = run_kill_point(config, topic, mode, moment, workload=workload,
                                 rerun=lambda write_id: rerun(write_id, topic))
         print(result, flush=True)
         admin.delete_topics([topic])
@@ -115,7 +116,7 @@ def _series(config: dict[str, Any], admin: AdminClient, mode: str, count: int, r
     warm_up = point(None)  # the first write may create the ledger, load coordinators...
     reference = point(None)
     return [warm_up, reference,
-            *(point(delay) for delay in kill_delays(rng, count, reference))]
+            *(point(moment) for moment in kill_moments(rng, count, reference))]
 
 
 def _topic(admin: AdminClient) -> str:

@@ -10,7 +10,7 @@ write of a deterministic data set (keys ``k<partition>-<row>``) in one of two wa
     a plain process running the same per-task code path (``prepare_exactly_once`` +
     ``write_partition`` for each partition index in turn), without Spark's start-up time.
 
-The harness waits for the child's ``READY`` line, sleeps the chosen delay, kills the child's
+The harness waits for the child's ``READY`` line, waits for the chosen moment, kills the child's
 whole process group with SIGKILL, counts the tasks the ledger shows committed (the kill's
 phase), runs the same write again in this process, and compares a read_committed read of the
 output with the expected multiset, key by key. Used by ``test_write_kafka_killpoints.py`` and
@@ -223,19 +223,19 @@ def run_kill_point(
     kafka_config: dict[str, Any],
     topic: str,
     mode: str,
-    delay_s: float | None,
+    moment: KillMoment | None,
     *,
     workload: Workload,
     rerun: Callable[[str], None],
 ) -> KillPoint:
-    """Write to the empty ``topic`` in a child, SIGKILL it ``delay_s`` after it is ready (with
-    ``None``: let it finish), ``rerun(write_id)`` here, then check the topic holds every
-    expected row exactly once."""
+    """Write to the empty ``topic`` in a child, SIGKILL it at ``moment`` (with ``None``: let
+    it finish), ``rerun(write_id)`` here, then check the topic holds every expected row
+    exactly once."""
     write_id = f"kill-{uuid.uuid4().hex}"
     proc = start_child(child_command(kafka_config["bootstrap.servers"], topic, write_id, mode,
                                      workload))
     start, ready_at = time.monotonic(), time.time()
-    if delay_s is None:
+    if moment is None:
         assert proc.stdout is not None
         for line in proc.stdout:  # until DONE: Spark's shutdown afterwards does not count
             if line.startswith("DONE"):
@@ -243,9 +243,12 @@ def run_kill_point(
         else:
             raise RuntimeError(f"kill-point child failed with code {proc.wait()}")
     else:
-        time.sleep(delay_s)
+        if moment.after_first_commit:
+            while proc.poll() is None and committed_tasks(kafka_config, write_id) == 0:
+                time.sleep(0.05)
+        time.sleep(moment.delay_s)
     seconds = time.monotonic() - start
-    if delay_s is None:
+    if moment is None:
         proc.wait(timeout=120)
     finished = proc.poll() is not None
     with contextlib.suppress(ProcessLookupError):  # the child had finished, nothing is left
@@ -266,7 +269,7 @@ def run_kill_point(
     expected = expected_keys(workload.partitions, workload.rows)
     wrong = sum(1 for r in records if r.key is None or r.value != _value_of(r.key))
     first_commit = None
-    if delay_s is None:
+    if moment is None:
         first_commit = round(min(_ledger_timestamps(kafka_config, write_id)) - ready_at, 3)
     return KillPoint(
         mode=mode, seconds=round(seconds, 3), first_commit_s=first_commit, phase=phase,
@@ -304,13 +307,31 @@ def _ledger_timestamps(kafka_config: dict[str, Any], write_id: str) -> list[floa
         consumer.close()
 
 
-def kill_delays(rng: Any, count: int, reference: KillPoint) -> list[float]:
-    """``count`` random kill moments, one in each equal slice of ``[0.8 * first commit, done]``
-    of the uninterrupted ``reference`` write: some before the first commit, most while tasks
-    commit, some after the last commit (timings vary from run to run)."""
+@dataclass(frozen=True)
+class KillMoment:
+    """When to SIGKILL the child: ``delay_s`` after its ``READY`` line, or - with
+    ``after_first_commit`` - after the ledger shows its first committed task."""
+
+    delay_s: float
+    after_first_commit: bool = False
+
+
+def kill_moments(rng: Any, count: int, reference: KillPoint) -> list[KillMoment]:
+    """``count`` random kill moments from the uninterrupted ``reference`` write's timing.
+
+    Even ones fall in equal slices of ``[first commit / 2, done]`` after ``READY`` (some
+    land before the first commit); odd ones a random time, up to the reference's commit span,
+    after the first commit is seen (start-up times vary too much from run to run for a delay
+    from ``READY`` alone to land reliably between commits).
+    """
     assert reference.first_commit_s is not None
-    low, high = reference.first_commit_s * 0.8, reference.seconds
-    return [low + (k + rng.random()) * (high - low) / count for k in range(count)]
+    low, high = reference.first_commit_s / 2, reference.seconds
+    span = reference.seconds - reference.first_commit_s
+    return [
+        KillMoment(low + (k + rng.random()) * (high - low) / count) if k % 2 == 0
+        else KillMoment(rng.random() * span, after_first_commit=True)
+        for k in range(count)
+    ]
 
 
 def _value_of(key: bytes) -> bytes:
