@@ -304,6 +304,8 @@ def main() -> int:
 
         runs: dict[str, list[float]] = {"python": [], "spark_kafka": [], "raw": []}
         cpu: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
+        # Other jobs share the machine: the 1-minute load average before each run.
+        load: dict[str, list[float]] = {name: [] for name in runs}
         actions = {"python": spark_read("python"), "spark_kafka": spark_read("spark-kafka"),
                    "raw": raw}
         for name, action in actions.items():  # warm-up: JVM classes, Python workers
@@ -312,12 +314,13 @@ def main() -> int:
         for i in range(args.repeats):
             for name, action in actions.items():
                 tree = python_rss if name == "python" else ProcessTree()
+                load[name].append(round(os.getloadavg()[0], 2))
                 with tree:
                     seconds = timed(action)
                 runs[name].append(seconds)
                 cpu[name].append(dict(tree.cpu_s))
                 print(f"run {i + 1} {name}: {seconds:.2f}s ({args.records / seconds:,.0f} "
-                      f"records/s), CPU s {tree.cpu_s}", flush=True)
+                      f"records/s), CPU s {tree.cpu_s}, load {load[name][-1]}", flush=True)
         spark.stop()
         biggest = max(ranges, key=lambda r: r.size)
         profile = profile_split(config, biggest)
@@ -329,6 +332,7 @@ def main() -> int:
         median = statistics.median(seconds)
         engines[name] = {
             "runs_s": [round(s, 3) for s in seconds],
+            "loadavg_1m_before_runs": load[name],
             "median_s": round(median, 3),
             "records_per_s": round(args.records / median),
             "mb_per_s": round(total_bytes / median / 1e6, 1),

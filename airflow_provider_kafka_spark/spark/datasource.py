@@ -58,6 +58,7 @@ ARROW_BATCH_RECORDS = 20_000
 CONSUME_RECORDS = 5_000
 # The longest single consume() wait; progress is checked between waits.
 _CONSUME_WAIT = 0.5
+_ONE_INT32 = pa.scalar(1, pa.int32())
 _DATA_LOSS_CODES = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
 # Errors that cannot heal by waiting: fail the split at once.
 _PERMANENT_CODES = frozenset({
@@ -224,6 +225,10 @@ class _SplitReader:
         self.end_of_log: int | None = None  # last end-of-partition offset seen below stop
         self.last_error: KafkaError | None = None
         self.skipped = 0
+        self._topic = pa.scalar(split.topic, pa.string())
+        self._partition = pa.scalar(split.partition, pa.int32())
+        self._timestamp_type = schema.field("timestamp").type
+        self._headers_type = schema.field("headers").type if include_headers else None
         self._reset_columns()
 
     def _reset_columns(self) -> None:
@@ -347,23 +352,27 @@ class _SplitReader:
             self.consumer.assign([TopicPartition(tp.topic, tp.partition, self.position)])
 
     def _batch(self) -> pa.RecordBatch:
+        """The collected columns as one batch, built directly in the schema's types (no cast)."""
         n = len(self.offsets)
         kinds = list(map(itemgetter(0), self.timestamps))
         millis = list(map(itemgetter(1), self.timestamps))
-        timestamps = pc.multiply(pa.array(millis, pa.int64()), 1000)
+        # Epoch millis -> micros; the int64 values are the timestamp's storage, so view, not cast.
+        timestamps = pc.multiply(pa.array(millis, pa.int64()), 1000).view(self._timestamp_type)
         # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime -> Java ids -1, 0, 1.
-        timestamp_types = pc.subtract(pa.array(kinds, pa.int32()), 1)
+        timestamp_types = pc.subtract(pa.array(kinds, pa.int32()), _ONE_INT32)
         arrays = [
             pa.array(self.keys, pa.binary()),
             pa.array(self.values, pa.binary()),
-            pa.repeat(pa.scalar(self.split.topic, pa.string()), n),
-            pa.repeat(pa.scalar(self.split.partition, pa.int32()), n),
+            pa.repeat(self._topic, n),
+            pa.repeat(self._partition, n),
             pa.array(self.offsets, pa.int64()),
-            timestamps.cast(self.schema.field("timestamp").type),
+            timestamps,
             timestamp_types,
         ]
         if self.include_headers:
-            arrays.append(pa.array(self.headers, self.schema.field("headers").type))
+            # Records without headers give None; a batch of only those is one null array.
+            arrays.append(pa.nulls(n, self._headers_type) if self.headers.count(None) == n
+                          else pa.array(self.headers, self._headers_type))
         self._reset_columns()
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
