@@ -18,8 +18,9 @@ from airflow_provider_kafka_spark.spark.errors import (
     DecodeError,
     KafkaReadError,
     SparkKafkaSourceMissingError,
+    kafka_errors,
 )
-from airflow_provider_kafka_spark.spark.read import kafka_errors, read_kafka
+from airflow_provider_kafka_spark.spark.read import read_kafka
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.session import (
     SparkKafkaJarsError,
@@ -30,15 +31,33 @@ from airflow_provider_kafka_spark.spark.session import (
 from airflow_provider_kafka_spark.spark.splits import plan_splits
 from airflow_provider_kafka_spark.spark.summary import PartitionSummary, summarize
 from airflow_provider_kafka_spark.spark.write import WriteResult, write_kafka
+from airflow_provider_kafka_spark.spark.write_errors import (
+    DeliveryError,
+    InputTruncatedError,
+    KafkaWriteError,
+    LedgerError,
+    ProducerFencedError,
+    TransactionError,
+    TransactionInitTimeoutError,
+    WriteConfigError,
+)
 
 __all__ = [
     "FORMAT_NAME",
     "DecodeError",
+    "DeliveryError",
+    "InputTruncatedError",
     "KafkaBoundedDataSource",
     "KafkaReadError",
+    "KafkaWriteError",
+    "LedgerError",
     "PartitionSummary",
+    "ProducerFencedError",
     "SparkKafkaJarsError",
     "SparkKafkaSourceMissingError",
+    "TransactionError",
+    "TransactionInitTimeoutError",
+    "WriteConfigError",
     "WriteResult",
     "decode_kafka",
     "fetch_spark_kafka_jars",

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from airflow_provider_kafka_spark.offsets.errors import DataLossError, KafkaSparkError
 
 
 class KafkaReadError(KafkaSparkError):
@@ -17,3 +21,56 @@ class SparkKafkaSourceMissingError(KafkaSparkError):
 
 class DecodeError(KafkaSparkError, ValueError):
     """Invalid decoding options (unknown format, missing or unparsable schema)."""
+
+
+@contextmanager
+def kafka_errors() -> Iterator[None]:
+    """Re-raise executor-side failures of a Spark action as this package's exceptions.
+
+    Spark reports an exception raised in a Python worker as a generic ``PythonException`` /
+    ``Py4JJavaError`` carrying the traceback text. Inside ``with kafka_errors():`` a failure
+    caused by one of this package's errors (:class:`DataLossError` with its ``lost`` counts,
+    :class:`KafkaReadError`, the ``write_kafka`` errors) is raised as that class, chained to
+    the original; anything else propagates unchanged::
+
+        with kafka_errors():
+            df.write.parquet(path)
+    """
+    try:
+        yield
+    except KafkaSparkError:
+        raise
+    except Exception as exc:
+        converted = executor_error(str(exc))
+        if converted is None:
+            raise
+        raise converted from exc
+
+
+_LOST = re.compile(r"\[lost: ([\w.-]+)/(\d+)=(\d+)\]")
+
+
+def executor_error(text: str) -> KafkaSparkError | None:
+    """The package error named last in the text of Spark's wrapping exception, or None."""
+    classes = _executor_error_classes()
+    pattern = re.compile(rf"(?:[\w.]+\.)?({'|'.join(classes)}): (.*?)(?:\n|$)")
+    matches = pattern.findall(text)
+    if not matches:
+        return None
+    kind, message = matches[-1]
+    if kind == "DataLossError":
+        lost = {(t, int(p)): int(n) for t, p, n in _LOST.findall(message)}
+        return DataLossError(message, lost)
+    return classes[kind](message)
+
+
+def _executor_error_classes() -> dict[str, type[KafkaSparkError]]:
+    from airflow_provider_kafka_spark.spark import write_errors
+
+    classes: dict[str, type[KafkaSparkError]] = {
+        "DataLossError": DataLossError, "KafkaReadError": KafkaReadError}
+    for name in dir(write_errors):
+        value = getattr(write_errors, name)
+        if isinstance(value, type) and issubclass(value, write_errors.KafkaWriteError):
+            classes[name] = value
+    return classes

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
-import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from confluent_kafka import KafkaException, TopicPartition
@@ -28,7 +26,6 @@ from airflow_provider_kafka_spark.spark.datasource import (
     kafka_options,
 )
 from airflow_provider_kafka_spark.spark.errors import (
-    KafkaReadError,
     SparkKafkaSourceMissingError,
 )
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
@@ -131,45 +128,6 @@ def read_kafka(
         .options(**kafka_options(config))
         .load()
     )
-
-
-@contextmanager
-def kafka_errors() -> Iterator[None]:
-    """Re-raise executor-side read failures of a Spark action as this package's exceptions.
-
-    Spark reports an exception raised in a Python worker as a generic ``PythonException`` /
-    ``Py4JJavaError`` carrying the traceback text. Inside ``with kafka_errors():`` a failure
-    caused by :class:`DataLossError` or :class:`KafkaReadError` is raised as that class
-    (chained to the original); anything else propagates unchanged::
-
-        with kafka_errors():
-            df.write.parquet(path)
-    """
-    try:
-        yield
-    except (DataLossError, KafkaReadError):
-        raise
-    except Exception as exc:
-        converted = _executor_error(str(exc))
-        if converted is None:
-            raise
-        raise converted from exc
-
-
-_EXECUTOR_ERROR = re.compile(
-    r"(?:[\w.]+\.)?(DataLossError|KafkaReadError): (.*?)(?:\n|$)")
-_LOST = re.compile(r"\[lost: ([\w.-]+)/(\d+)=(\d+)\]")
-
-
-def _executor_error(text: str) -> DataLossError | KafkaReadError | None:
-    match = _EXECUTOR_ERROR.search(text)
-    if match is None:
-        return None
-    kind, message = match.groups()
-    if kind == "KafkaReadError":
-        return KafkaReadError(message)
-    lost = {(t, int(p)): int(n) for t, p, n in _LOST.findall(message)}
-    return DataLossError(message, lost)
 
 
 def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,

@@ -9,7 +9,6 @@ The tasks report what they wrote as one small row each, which the driver collect
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -19,7 +18,7 @@ from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
-from airflow_provider_kafka_spark.spark import write_errors
+from airflow_provider_kafka_spark.spark.errors import kafka_errors
 from airflow_provider_kafka_spark.spark.ledger import (
     ensure_ledger_topic,
     ledger_end_offset,
@@ -359,31 +358,6 @@ def _run_tasks(df: DataFrame, plan: TaskPlan) -> list[tuple[int, int, bool, list
              "topics": pa.array([list(outcome.topics)], pa.list_(pa.string()))}
         )
 
-    try:
+    with kafka_errors():
         rows = df.mapInArrow(task, _RESULT_SCHEMA).collect()
-    except KafkaWriteError:
-        raise
-    except Exception as exc:
-        converted = _executor_error(str(exc))
-        if converted is None:
-            raise
-        raise converted from exc
     return sorted((r["index"], r["records"], r["skipped"], list(r["topics"])) for r in rows)
-
-
-_ERROR_NAMES = "|".join(
-    name for name in dir(write_errors)
-    if isinstance(getattr(write_errors, name), type)
-    and issubclass(getattr(write_errors, name), KafkaWriteError)
-)
-_EXECUTOR_ERROR = re.compile(rf"(?:[\w.]+\.)?({_ERROR_NAMES}): (.*?)(?:\n|$)")
-
-
-def _executor_error(text: str) -> KafkaWriteError | None:
-    """The task's own error class, from the text of Spark's wrapping exception."""
-    matches = _EXECUTOR_ERROR.findall(text)
-    if not matches:
-        return None
-    kind, message = matches[-1]
-    error_class: type[KafkaWriteError] = getattr(write_errors, kind)
-    return error_class(message)

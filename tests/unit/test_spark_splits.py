@@ -7,12 +7,13 @@ import pytest
 from airflow_provider_kafka_spark.offsets import DataLossError, OffsetSpecError, PartitionRange
 from airflow_provider_kafka_spark.spark import KafkaReadError, plan_splits, spark_kafka_package
 from airflow_provider_kafka_spark.spark.datasource import kafka_options
-from airflow_provider_kafka_spark.spark.read import _executor_error
+from airflow_provider_kafka_spark.spark.errors import executor_error
 from airflow_provider_kafka_spark.spark.session import _artifact
 from airflow_provider_kafka_spark.spark.splits import (
     MIN_RECORDS_PER_SPLIT,
     default_max_records_per_split,
 )
+from airflow_provider_kafka_spark.spark.write_errors import ProducerFencedError
 
 
 def test_one_split_per_non_empty_range_by_default() -> None:
@@ -71,13 +72,15 @@ def test_executor_errors_are_recognised_in_spark_tracebacks() -> None:
             "Traceback (most recent call last):\n  ...\n"
             "airflow_provider_kafka_spark.offsets.errors.DataLossError: data loss in t.x-1/3 "
             "[0, 9): gone. [lost: t.x-1/3=4]\n\tat org.apache.spark...")
-    error = _executor_error(text)
+    error = executor_error(text)
     assert isinstance(error, DataLossError)
     assert error.lost == {("t.x-1", 3): 4}
     assert str(error) == "data loss in t.x-1/3 [0, 9): gone. [lost: t.x-1/3=4]"
-    stalled = _executor_error("spark.errors.KafkaReadError: reading t/0 made no progress\n")
+    stalled = executor_error("spark.errors.KafkaReadError: reading t/0 made no progress\n")
     assert isinstance(stalled, KafkaReadError)
-    assert _executor_error("ValueError: something else") is None
+    assert executor_error("ValueError: something else") is None
+    fenced = executor_error("x.write_errors.ProducerFencedError: another producer took over\n")
+    assert isinstance(fenced, ProducerFencedError)
 
 
 def test_jar_artifact_names_and_package() -> None:
