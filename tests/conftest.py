@@ -10,6 +10,7 @@ from __future__ import annotations
 # before any test module can import it.
 import tests.dags.airflow_env  # noqa: F401  # isort: skip
 
+import logging
 import os
 import subprocess
 import sys
@@ -21,6 +22,10 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+# pytest closed its streams ("--- Logging error ---" noise).
+logging.getLogger("py4j").setLevel(logging.WARNING)
 BROKER_SCRIPT = ROOT / "scripts" / "kafka-broker"
 
 
