@@ -25,14 +25,11 @@ import os
 import platform
 import pstats
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,30 +55,7 @@ from airflow_provider_kafka_spark.spark import (  # noqa: E402
     read_split,
     spark_session,
 )
-
-
-@contextmanager
-def broker(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    script = ROOT / "scripts" / "kafka-broker"
-    with tempfile.TemporaryDirectory(prefix="bench-kafka-") as run_dir:
-        out = subprocess.run([sys.executable, str(script), "start", "--dir", run_dir,
-                              "--port", str(_free_port())],
-                             check=True, capture_output=True, text=True).stdout
-        try:
-            yield out.strip().split("=", 1)[1]
-        finally:
-            subprocess.run([sys.executable, str(script), "stop", "--dir", run_dir], check=True)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tools.local_broker import local_broker  # noqa: E402
 
 
 def produce(config: dict[str, Any], records: int, size: int, partitions: int) -> tuple[str, int]:
@@ -282,7 +256,7 @@ def main() -> int:
 
     jars = fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
                                   ROOT / ".cache" / "spark-kafka" / "jars")
-    with broker(args.bootstrap) as bootstrap:
+    with local_broker(args.bootstrap) as bootstrap:
         config = {"bootstrap.servers": bootstrap}
         topic, total_bytes = produce(config, args.records, args.record_bytes, args.partitions)
         ranges = resolve_offsets(config, Subscription.topics([topic]), "earliest", "latest")

@@ -22,13 +22,10 @@ import json
 import os
 import platform
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -46,33 +43,10 @@ from airflow_provider_kafka_spark.spark import (  # noqa: E402
     write_kafka,
 )
 from tests.integration.write_kafka_support import read_committed  # noqa: E402
+from tools.local_broker import local_broker  # noqa: E402
 
 MODES = ("exactly_once", "at_least_once", "spark_kafka")
 TOPIC_PARTITIONS = 6
-
-
-@contextmanager
-def broker(bootstrap: str | None) -> Iterator[str]:
-    if bootstrap:
-        yield bootstrap
-        return
-    script = str(ROOT / "scripts" / "kafka-broker")
-    with tempfile.TemporaryDirectory(prefix="bench-broker-") as run_dir:
-        out = subprocess.run([sys.executable, script, "start", "--dir", run_dir, "--port",
-                              str(_free_port())], check=True, capture_output=True,
-                             text=True).stdout
-        try:
-            yield out.strip().split("=", 1)[1]
-        finally:
-            subprocess.run([sys.executable, script, "stop", "--dir", run_dir], check=True)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def committed_count(config: dict[str, Any], admin: AdminClient, topic: str, mode: str) -> int:
@@ -116,7 +90,7 @@ def main() -> int:
 
     jars = fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
                                   ROOT / ".cache" / "spark-kafka" / "jars")
-    with broker(args.bootstrap) as bootstrap:
+    with local_broker(args.bootstrap) as bootstrap:
         config = {"bootstrap.servers": bootstrap}
         admin = AdminClient(config)
         spark = spark_session(args.master, app_name="write-throughput", jars=jars, conf={

@@ -12,8 +12,6 @@ import tests.dags.airflow_env  # noqa: F401  # isort: skip
 
 import logging
 import os
-import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,40 +19,21 @@ from typing import Any
 
 import pytest
 
+from tools.local_broker import local_broker
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
 # pytest closed its streams ("--- Logging error ---" noise).
 logging.getLogger("py4j").setLevel(logging.WARNING)
-BROKER_SCRIPT = ROOT / "scripts" / "kafka-broker"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``bootstrap.servers`` of the broker the tests use."""
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    if external:
-        yield external
-        return
-    run_dir = tmp_path_factory.mktemp("kafka-broker")
-    out = subprocess.run(
-        [sys.executable, str(BROKER_SCRIPT), "start", "--dir", str(run_dir),
-         "--port", str(_free_port())],
-        check=True, capture_output=True, text=True,
-    ).stdout
-    try:
-        yield out.strip().split("=", 1)[1]
-    finally:
-        subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", str(run_dir)],
-                       check=True)
+    with local_broker(external, run_dir=tmp_path_factory.mktemp("kafka-broker")) as bootstrap:
+        yield bootstrap
 
 
 @pytest.fixture(scope="session")

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
 import sys
-import tempfile
 import uuid
 from collections import Counter
 from collections.abc import Callable
@@ -40,6 +38,7 @@ from tests.integration.killpoints import (  # noqa: E402
     write_plain,
     write_spark,
 )
+from tools.local_broker import local_broker  # noqa: E402
 
 PYTHON_WORKLOAD = Workload(partitions=4, rows=300)
 SPARK_WORKLOAD = Workload(partitions=4, rows=300, pause_s=0.3)
@@ -54,19 +53,9 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=random.randrange(10**6))
     args = parser.parse_args()
     spark_points = min(args.spark, args.n)
-    if args.bootstrap:
-        return _run({"bootstrap.servers": args.bootstrap}, args.n - spark_points, spark_points,
+    with local_broker(args.bootstrap) as bootstrap:
+        return _run({"bootstrap.servers": bootstrap}, args.n - spark_points, spark_points,
                     args.seed)
-    with tempfile.TemporaryDirectory(prefix="killpoints-broker-") as run_dir:
-        script = str(ROOT / "scripts" / "kafka-broker")
-        out = subprocess.run([sys.executable, script, "start", "--dir", run_dir, "--port",
-                              str(_free_port())], check=True, capture_output=True,
-                             text=True).stdout
-        try:
-            config = {"bootstrap.servers": out.strip().split("=", 1)[1]}
-            return _run(config, args.n - spark_points, spark_points, args.seed)
-        finally:
-            subprocess.run([sys.executable, script, "stop", "--dir", run_dir], check=True)
 
 
 def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: int) -> int:
@@ -123,14 +112,6 @@ def _topic(admin: AdminClient) -> str:
     name = f"killpoint-{uuid.uuid4().hex[:10]}"
     admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result(30)
     return name
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":
