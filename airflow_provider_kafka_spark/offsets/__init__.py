@@ -16,16 +16,20 @@ from airflow_provider_kafka_spark.offsets.config import consumer_config
 from airflow_provider_kafka_spark.offsets.errors import (
     CommitError,
     DataLossError,
+    IntervalNotCompleteError,
     KafkaSparkError,
     OffsetResolutionError,
     OffsetSpecError,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.resolve import (
+    CommitResult,
+    TimestampStop,
     admin_client,
     commit_offsets,
     list_partitions,
     resolve_offsets,
+    timestamp_stops,
 )
 from airflow_provider_kafka_spark.offsets.specs import (
     Committed,
@@ -40,9 +44,11 @@ from airflow_provider_kafka_spark.offsets.subscription import Subscription
 
 __all__ = [
     "CommitError",
+    "CommitResult",
     "Committed",
     "DataLossError",
     "Earliest",
+    "IntervalNotCompleteError",
     "KafkaSparkError",
     "Latest",
     "OffsetRanges",
@@ -53,10 +59,12 @@ __all__ = [
     "SpecificOffsets",
     "Subscription",
     "Timestamp",
+    "TimestampStop",
     "admin_client",
     "commit_offsets",
     "consumer_config",
     "list_partitions",
     "parse_offset_spec",
     "resolve_offsets",
+    "timestamp_stops",
 ]

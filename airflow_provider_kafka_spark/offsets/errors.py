@@ -29,5 +29,19 @@ class DataLossError(OffsetResolutionError):
         self.lost = dict(lost)
 
 
+class IntervalNotCompleteError(OffsetResolutionError):
+    """A ``timestamp:`` stop is held back by an open transaction that began before it.
+
+    Records of that transaction may still be committed inside the interval, so the interval
+    cannot be cut yet. Retryable: the transaction commits or aborts (at the latest after its
+    ``transaction.timeout.ms``), then the same resolution succeeds. ``open_transactions`` maps
+    ``(topic, partition)`` to the first offset of the open transaction (the last stable offset).
+    """
+
+    def __init__(self, message: str, open_transactions: dict[tuple[str, int], int]) -> None:
+        super().__init__(message)
+        self.open_transactions = dict(open_transactions)
+
+
 class CommitError(KafkaSparkError):
     """Consumer-group offsets could not be committed."""

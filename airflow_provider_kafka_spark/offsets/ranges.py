@@ -54,7 +54,10 @@ class OffsetRanges:
 
     Iterating yields the ranges. The metadata says how they were resolved; ``lost`` maps
     ``(topic, partition)`` to offsets skipped because the data was already deleted
-    (only with ``on_data_loss="skip"``).
+    (only with ``on_data_loss="skip"``); ``truncated`` maps ``(topic, partition)`` to the first
+    offset of an open transaction that cut a ``timestamp:`` stop short (only with
+    ``on_open_transaction="truncate"``): records from that offset on may belong to the
+    interval but are not in the range.
     """
 
     ranges: tuple[PartitionRange, ...]
@@ -64,6 +67,7 @@ class OffsetRanges:
     group_id: str | None = None
     resolved_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     lost: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    truncated: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         ranges = tuple(sorted(self.ranges))
@@ -76,6 +80,7 @@ class OffsetRanges:
             raise OffsetSpecError("resolved_at must be an aware datetime.")
         object.__setattr__(self, "ranges", ranges)
         object.__setattr__(self, "lost", dict(sorted(self.lost.items())))
+        object.__setattr__(self, "truncated", dict(sorted(self.truncated.items())))
 
     def __iter__(self) -> Iterator[PartitionRange]:
         return iter(self.ranges)
@@ -106,6 +111,10 @@ class OffsetRanges:
             ],
             "lost": [
                 {"topic": t, "partition": p, "offsets": n} for (t, p), n in self.lost.items()
+            ],
+            "truncated": [
+                {"topic": t, "partition": p, "open_transaction_offset": o}
+                for (t, p), o in self.truncated.items()
             ],
         }
 
@@ -144,6 +153,8 @@ class OffsetRanges:
                 for item in _list_field(data, "ranges")
             ]
             lost = {(i["topic"], i["partition"]): i["offsets"] for i in _list_field(data, "lost")}
+            truncated = {(i["topic"], i["partition"]): i["open_transaction_offset"]
+                         for i in _list_field(data, "truncated")}
             resolved_at = datetime.fromisoformat(data["resolved_at"])
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, OffsetSpecError):
@@ -163,6 +174,7 @@ class OffsetRanges:
             group_id=group_id,
             resolved_at=resolved_at,
             lost=lost,
+            truncated=truncated,
         )
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
-from concurrent.futures import Future
-from typing import Any, Literal
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
 
 from confluent_kafka import (
     ConsumerGroupTopicPartitions,
@@ -27,6 +27,7 @@ from airflow_provider_kafka_spark.offsets.config import check_isolation_level, c
 from airflow_provider_kafka_spark.offsets.errors import (
     CommitError,
     DataLossError,
+    IntervalNotCompleteError,
     OffsetResolutionError,
     OffsetSpecError,
 )
@@ -46,6 +47,8 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
 OnDataLoss = Literal["fail", "skip"]
+OnOpenTransaction = Literal["fail", "truncate"]
+T = TypeVar("T")
 
 # Leadership not settled yet (e.g. right after topic creation); librdkafka's admin results do
 # not always flag these as retriable.
@@ -57,6 +60,13 @@ _TRANSIENT_CODES = frozenset({
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.REPLICA_NOT_AVAILABLE,
     KafkaError.OFFSET_NOT_AVAILABLE,
+})
+
+# The group coordinator is moving or loading: asking again shortly succeeds.
+_COORDINATOR_CODES = frozenset({
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
 })
 
 # librdkafka's OFFSET_INVALID: the group has no committed offset for the partition.
@@ -102,6 +112,7 @@ def resolve_offsets(
     group_id: str | None = None,
     isolation_level: str = "read_committed",
     on_data_loss: OnDataLoss = "fail",
+    on_open_transaction: OnOpenTransaction = "fail",
     timeout: float = 30.0,
 ) -> OffsetRanges:
     """Resolve ``starting`` and ``stopping`` specs to one ``[start, stop)`` range per partition.
@@ -117,21 +128,34 @@ def resolve_offsets(
     * ``committed``: the group's committed offset, else the reset strategy (no reset: error).
     * explicit offsets: as given; a listed offset beyond ``latest`` is an error.
 
-    A start below the log start offset means the data is gone: :class:`DataLossError`, or
-    with ``on_data_loss="skip"`` the start moves up and the lost count is kept in
-    ``OffsetRanges.lost`` (and logged).
+    Open transactions (``read_committed``): a ``timestamp:T`` **stop** that the last stable
+    offset cuts short, because a transaction that is still open began before the first record
+    with timestamp >= T, is :class:`IntervalNotCompleteError` (retry once the transaction is
+    decided). With ``on_open_transaction="truncate"`` the stop is the last stable offset and
+    the cut is recorded in ``OffsetRanges.truncated``.
+
+    Data loss: a start below the log start offset means the data is gone; so does a
+    ``timestamp:T`` start on a partition whose records were deleted (log start offset > 0)
+    when T is not after the oldest retained record's timestamp (the deleted records may have
+    been in the interval). That is :class:`DataLossError`, or with ``on_data_loss="skip"``
+    the start moves up and the lost count is kept in ``OffsetRanges.lost`` (and logged); for
+    a timestamp start the count is the log start offset, an upper bound.
 
     Raises:
         OffsetSpecError: an invalid spec, ``committed`` without ``group_id``, or bad options.
         OffsetResolutionError: unknown topics, start > stop, an explicit offset out of range,
             a partition with no committed offset and no reset strategy, or a timeout.
-        DataLossError: a start below the log start offset with ``on_data_loss="fail"``.
+        IntervalNotCompleteError: an open transaction holds back a ``timestamp:`` stop.
+        DataLossError: data the range needs was deleted, with ``on_data_loss="fail"``.
     """
     start_spec = parse_offset_spec(starting)
     stop_spec = parse_offset_spec(stopping)
     level = check_isolation_level(isolation_level)
     if on_data_loss not in ("fail", "skip"):
         raise OffsetSpecError(f"on_data_loss={on_data_loss!r} is not valid; use 'fail' or 'skip'.")
+    if on_open_transaction not in ("fail", "truncate"):
+        raise OffsetSpecError(f"on_open_transaction={on_open_transaction!r} is not valid; use "
+                              "'fail' or 'truncate'.")
     if not isinstance(subscription, Subscription):
         raise OffsetSpecError(f"subscription must be a Subscription, got {subscription!r}.")
     specs = (start_spec, stop_spec)
@@ -153,17 +177,41 @@ def resolve_offsets(
     committed = lookup.committed(group_id) if group_id and any(map(_needs_group, specs)) else {}
     starts = _offsets_for(start_spec, "starting", partitions, lookup, committed)
     stops = _offsets_for(stop_spec, "stopping", partitions, lookup, committed)
+    truncated: dict[Key, int] = {}
+    if isinstance(stop_spec, Timestamp):
+        held = {k: s.open_transaction for k, s in lookup.timestamp_stops(stop_spec.millis).items()
+                if s.open_transaction is not None}
+        if held and on_open_transaction == "fail":
+            detail = "; ".join(f"{t}/{p}: last stable offset {o} (the open transaction's first "
+                               f"offset {o})" for (t, p), o in sorted(held.items())[:20])
+            raise IntervalNotCompleteError(
+                f"the interval up to {stop_spec} is not complete on {len(held)} partition(s): a "
+                f"transaction that is still open began before its end ({detail}). Its records "
+                "may be committed inside the interval. Retry once it is committed or aborted "
+                "(the broker aborts it after its transaction.timeout.ms); wait with "
+                "KafkaIntervalCompleteSensor; or pass on_open_transaction='truncate' to stop at "
+                "the last stable offset and record the cut in the ranges.",
+                held,
+            )
+        truncated = held
+        if truncated:
+            log.warning("Stopping at the last stable offset (on_open_transaction='truncate'): %s",
+                        ", ".join(f"{t}/{p} at {o}" for (t, p), o in truncated.items()))
 
     earliest = lookup.offsets("earliest")
     ranges: list[PartitionRange] = []
     lost: dict[Key, int] = {}
     backwards: list[str] = []
+    retained_after = (_deleted_may_be_in_interval(lookup, start_spec.millis)
+                      if isinstance(start_spec, Timestamp) else set())
     for key in partitions:
         start, stop = starts[key], stops[key]
         gone = min(earliest[key], stop) - start
         if gone > 0:
             lost[key] = gone
             start += gone
+        elif key in retained_after:
+            lost[key] = earliest[key]
         if start > stop:
             backwards.append(f"{key[0]}/{key[1]} start {start} > stop {stop}")
             continue
@@ -179,8 +227,9 @@ def resolve_offsets(
         if on_data_loss == "fail":
             raise DataLossError(
                 f"data was deleted before it could be read ({detail}): the start is below the "
-                "log start offset (retention or delete_records). Pass on_data_loss='skip' to "
-                "read from the log start instead, recording the loss.",
+                "log start offset, or the interval begins before the oldest record that "
+                "retention or delete_records left (the deleted records may have been in it). "
+                "Pass on_data_loss='skip' to read what is left instead, recording the loss.",
                 lost,
             )
         log.warning("Skipping deleted offsets (on_data_loss='skip'): %s", detail)
@@ -191,7 +240,65 @@ def resolve_offsets(
         isolation_level=level,
         group_id=group_id,
         lost=lost,
+        truncated=truncated,
     )
+
+
+@dataclass(frozen=True)
+class TimestampStop:
+    """Where a ``timestamp:T`` stop lands on one partition, and whether that can still change.
+
+    ``offset`` is the stop :func:`resolve_offsets` returns now. ``final``: a record (or a
+    transaction marker) with timestamp >= T exists below the last stable offset, so the stop
+    can never move. ``open_transaction``: the first offset of an open transaction that began
+    before the stop (the stop is held back there until the transaction is decided), else None.
+    Neither: no record with timestamp >= T exists yet, the stop is the end of the log.
+    """
+
+    offset: int
+    final: bool
+    open_transaction: int | None = None
+
+
+def timestamp_stops(
+    kafka_config: Mapping[str, Any] | AdminClient,
+    partitions: Iterable[Key],
+    millis: int,
+    *,
+    isolation_level: str = "read_committed",
+    timeout: float = 30.0,
+) -> dict[Key, TimestampStop]:
+    """The :class:`TimestampStop` of ``timestamp:<millis>`` on each partition (batched)."""
+    admin = kafka_config if isinstance(kafka_config, AdminClient) else admin_client(kafka_config)
+    lookup = _OffsetLookup(admin, sorted(partitions), check_isolation_level(isolation_level),
+                           time.monotonic() + timeout)
+    return lookup.timestamp_stops(millis)
+
+
+def _deleted_may_be_in_interval(lookup: _OffsetLookup, millis: int) -> set[Key]:
+    """Partitions whose deleted records (below a log start offset > 0) may have timestamps
+    >= ``millis``: the oldest retained record is at or after ``millis``, or none is left."""
+    earliest = lookup.offsets("earliest")
+    if not any(earliest.values()):
+        return set()
+    found = lookup.offsets(millis, "read_uncommitted")
+    high = lookup.offsets("latest", "read_uncommitted")
+    return {k for k in lookup.partitions if earliest[k] > 0
+            and (found[k] == earliest[k] or (found[k] < 0 and high[k] == earliest[k]))}
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What :func:`commit_offsets` did, per ``(topic, partition)``.
+
+    ``committed``: the offsets written. ``unchanged``: partitions left alone because the group
+    was already at or past the range's stop, with the group's offset (a re-run of an older
+    commit is a no-op, never a rewind).
+    """
+
+    group_id: str
+    committed: Mapping[Key, int] = field(default_factory=dict)
+    unchanged: Mapping[Key, int] = field(default_factory=dict)
 
 
 def commit_offsets(
@@ -199,12 +306,18 @@ def commit_offsets(
     group_id: str,
     ranges: OffsetRanges | str | Mapping[str, Any],
     *,
+    allow_rewind: bool = False,
     timeout: float = 30.0,
-) -> dict[Key, int]:
-    """Commit each partition's ``stop`` offset for ``group_id`` and return what was committed.
+) -> CommitResult:
+    """Commit each partition's ``stop`` offset for ``group_id``; never move a group backwards.
+
+    Partitions where the group's committed offset is already at or past ``stop`` are left as
+    they are and reported in :attr:`CommitResult.unchanged`, unless ``allow_rewind=True``,
+    which moves them back to ``stop`` (logged with the offsets before and after).
 
     Uses the admin API, so it needs no consumer; the group must have no active members
-    (a running consumer owns its offsets).
+    (a running consumer owns its offsets). Transient coordinator errors are retried until
+    ``timeout``.
 
     Raises:
         CommitError: the group has active members, or the broker refused the commit.
@@ -214,34 +327,87 @@ def commit_offsets(
         raise OffsetSpecError("commit_offsets needs a non-empty group_id.")
     wanted = {(r.topic, r.partition): r.stop for r in offset_ranges}
     if not wanted:
-        return {}
+        return CommitResult(group_id)
+    deadline = time.monotonic() + timeout
     admin = admin_client(kafka_config)
-    try:
-        description = admin.describe_consumer_groups([group_id], request_timeout=timeout)[
-            group_id
-        ].result(timeout=timeout)
-    except KafkaException as exc:
-        raise CommitError(f"could not describe consumer group {group_id!r}: {exc}.") from None
+
+    def describe(wait: float) -> Any:
+        return admin.describe_consumer_groups([group_id], request_timeout=wait)[
+            group_id].result(timeout=wait + 1)
+
+    description = _commit_call(describe, f"describing consumer group {group_id!r}", deadline)
     if description.members:
         raise CommitError(
             f"consumer group {group_id!r} has {len(description.members)} active member(s) "
             f"(state {description.state}); a running consumer owns the group's offsets. Stop it "
             "or use a group_id that only this pipeline uses."
         )
-    request = ConsumerGroupTopicPartitions(
-        group_id, [TopicPartition(t, p, offset) for (t, p), offset in sorted(wanted.items())]
-    )
     try:
-        result = admin.alter_consumer_group_offsets([request], request_timeout=timeout)[
-            group_id
-        ].result(timeout=timeout)
-    except KafkaException as exc:
-        raise CommitError(f"committing offsets for group {group_id!r} failed: {exc}.") from None
+        current = _OffsetLookup(admin, sorted(wanted), "read_committed", deadline).committed(
+            group_id)
+    except OffsetResolutionError as exc:
+        raise CommitError(str(exc)) from None
+    unchanged = {k: current[k] for k, stop in wanted.items()
+                 if k in current and (current[k] == stop or (current[k] > stop
+                                                             and not allow_rewind))}
+    moves = {k: stop for k, stop in wanted.items() if k not in unchanged}
+    if unchanged:
+        log.info("Group %r is already at or past these stops; left as they are: %s", group_id,
+                 ", ".join(f"{t}/{p} at {current[(t, p)]} (stop {wanted[(t, p)]})"
+                           for t, p in sorted(unchanged)))
+    rewinds = {k: o for k, o in moves.items() if k in current and current[k] > o}
+    if rewinds:
+        log.warning("Rewinding group %r (allow_rewind=True): %s", group_id,
+                    ", ".join(f"{t}/{p} from {current[(t, p)]} back to {o}"
+                              for (t, p), o in sorted(rewinds.items())))
+    if not moves:
+        return CommitResult(group_id, {}, unchanged)
+    request = ConsumerGroupTopicPartitions(
+        group_id, [TopicPartition(t, p, offset) for (t, p), offset in sorted(moves.items())]
+    )
+
+    def alter(wait: float) -> Any:
+        return admin.alter_consumer_group_offsets([request], request_timeout=wait)[
+            group_id].result(timeout=wait + 1)
+
+    result = _commit_call(alter, f"committing offsets for group {group_id!r}", deadline)
     failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in result.topic_partitions
               if tp.error is not None]
     if failed:
         raise CommitError(f"committing offsets for group {group_id!r} failed for {failed}.")
-    return wanted
+    return CommitResult(group_id, moves, unchanged)
+
+
+def _commit_call(call: Callable[[float], T], what: str, deadline: float) -> T:
+    try:
+        return retry_coordinator(call, what, deadline)
+    except KafkaException as exc:
+        raise CommitError(f"{what} failed: {exc.args[0].str()}.") from None
+    except TimeoutError:
+        raise CommitError(f"{what} did not answer in time; check the cluster's health or "
+                          "raise timeout=.") from None
+
+
+def retry_coordinator(call: Callable[[float], T], what: str, deadline: float) -> T:
+    """``call(seconds_left)``, called again with back-off while it fails with a transient
+    group-coordinator error (``COORDINATOR_LOAD_IN_PROGRESS``, ``NOT_COORDINATOR``,
+    ``COORDINATOR_NOT_AVAILABLE``) and ``deadline`` (``time.monotonic()``) is not reached.
+
+    Raises:
+        KafkaException: any other error, or the transient one still at the deadline.
+    """
+    pause = 0.1
+    while True:
+        left = max(deadline - time.monotonic(), 0.001)
+        try:
+            return call(left)
+        except KafkaException as exc:
+            code = exc.args[0].code()
+            if code not in _COORDINATOR_CODES or time.monotonic() + pause > deadline:
+                raise
+            log.info("%s: %s; asking again in %.1fs", what, exc.args[0].str(), pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
 
 
 def _needs_group(spec: OffsetSpec) -> bool:
@@ -263,10 +429,7 @@ def _offsets_for(
     if isinstance(spec, Latest):
         return lookup.offsets("latest")
     if isinstance(spec, Timestamp):
-        latest = lookup.offsets("latest")
-        found = lookup.offsets(spec.millis)
-        # -1: no record at or after T (the broker also answers -1 past the LSO / HW).
-        return {k: latest[k] if found[k] < 0 else min(found[k], latest[k]) for k in partitions}
+        return lookup.timestamp_offsets(spec.millis)
     if isinstance(spec, Committed):
         missing = [k for k in partitions if k not in committed]
         if missing and spec.reset is None:
@@ -317,7 +480,7 @@ class _OffsetLookup:
         self.partitions = partitions
         self.isolation_level = isolation_level
         self.deadline = deadline
-        self._cache: dict[str | int, dict[Key, int]] = {}
+        self._cache: dict[tuple[str | int, str], dict[Key, int]] = {}
 
     def _remaining(self) -> float:
         remaining = self.deadline - time.monotonic()
@@ -326,17 +489,20 @@ class _OffsetLookup:
                                         "the cluster's health.")
         return remaining
 
-    def offsets(self, kind: str | int) -> dict[Key, int]:
-        """``kind`` is ``"earliest"``, ``"latest"`` or a timestamp in epoch millis.
+    def offsets(self, kind: str | int, isolation_level: str | None = None) -> dict[Key, int]:
+        """``kind`` is ``"earliest"``, ``"latest"`` or a timestamp in epoch millis; under
+        ``isolation_level`` (default: the lookup's). A timestamp with no record at or after it
+        below the end of the log (last stable offset / high watermark) answers -1.
 
         One batched request for all partitions; partitions answering with a retriable error
         (e.g. no leader yet, right after topic creation) are asked again until the deadline.
         """
-        if kind not in self._cache:
+        level_name = isolation_level or self.isolation_level
+        if (kind, level_name) not in self._cache:
             spec = (KafkaOffsetSpec.earliest() if kind == "earliest"
                     else KafkaOffsetSpec.latest() if kind == "latest"
                     else KafkaOffsetSpec.for_timestamp(int(kind)))
-            level = (IsolationLevel.READ_COMMITTED if self.isolation_level == "read_committed"
+            level = (IsolationLevel.READ_COMMITTED if level_name == "read_committed"
                      else IsolationLevel.READ_UNCOMMITTED)
             found: dict[Key, int] = {}
             pending = self.partitions
@@ -360,28 +526,55 @@ class _OffsetLookup:
                 pending = sorted(retry)
                 if pending:
                     time.sleep(min(0.2, self._remaining()))
-            self._cache[kind] = found
-        return self._cache[kind]
+            self._cache[(kind, level_name)] = found
+        return self._cache[(kind, level_name)]
+
+    def timestamp_offsets(self, millis: int) -> dict[Key, int]:
+        """The ``timestamp:<millis>`` offsets: the first record at or after it, else latest."""
+        latest = self.offsets("latest")
+        found = self.offsets(millis)
+        # -1: no record at or after T (the broker also answers -1 past the LSO / HW).
+        return {k: latest[k] if found[k] < 0 else min(found[k], latest[k])
+                for k in self.partitions}
+
+    def timestamp_stops(self, millis: int) -> dict[Key, TimestampStop]:
+        """See :func:`timestamp_stops`."""
+        found = self.offsets(millis)
+        stops = self.timestamp_offsets(millis)
+        if self.isolation_level != "read_committed":
+            return {k: TimestampStop(stops[k], found[k] >= 0) for k in self.partitions}
+        stable = self.offsets("latest")
+        high = self.offsets("latest", "read_uncommitted")
+        held = [k for k in self.partitions if found[k] < 0 and stable[k] < high[k]]
+        # Counting the undecided records too, the first offset with ts >= T: at the LSO, the
+        # stop is exact whatever the transaction does; past it (or none yet), the open
+        # transaction began before the stop and its records may still land in the interval.
+        uncommitted = self.offsets(millis, "read_uncommitted") if held else {}
+        exact = {k for k in held if uncommitted[k] == stable[k]}
+        return {k: TimestampStop(stops[k], found[k] >= 0 or k in exact,
+                                 stable[k] if k in held and k not in exact else None)
+                for k in self.partitions}
 
     def committed(self, group_id: str) -> dict[Key, int]:
         """The group's committed offsets; partitions without one are absent."""
         request = ConsumerGroupTopicPartitions(
             group_id, [TopicPartition(t, p) for t, p in self.partitions]
         )
-        futures = self.admin.list_consumer_group_offsets(
-            [request], require_stable=True, request_timeout=self._remaining()
-        )
-        result = self._result(futures[group_id], f"committed offsets of group {group_id!r}")
+        what = f"committed offsets of group {group_id!r}"
+
+        def ask(wait: float) -> Any:
+            futures = self.admin.list_consumer_group_offsets(
+                [request], require_stable=True, request_timeout=wait)
+            return futures[group_id].result(timeout=wait + 1)
+
+        try:
+            result = retry_coordinator(ask, what, self.deadline)
+        except KafkaException as exc:
+            raise OffsetResolutionError(f"{what} failed: {exc}.") from None
+        except TimeoutError:
+            raise OffsetResolutionError(f"{what} did not answer in time.") from None
         return {
             (tp.topic, tp.partition): tp.offset
             for tp in result.topic_partitions
             if tp.error is None and tp.offset != _NO_COMMITTED_OFFSET and tp.offset >= 0
         }
-
-    def _result(self, future: Future[Any], what: str) -> Any:
-        try:
-            return future.result(timeout=self._remaining())
-        except KafkaException as exc:
-            raise OffsetResolutionError(f"{what} failed: {exc}.") from None
-        except TimeoutError:
-            raise OffsetResolutionError(f"{what} did not answer in time.") from None

@@ -5,7 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_provider_kafka_spark.offsets import OffsetRanges, OffsetSpecError, commit_offsets
+from airflow_provider_kafka_spark.offsets import (
+    CommitResult,
+    OffsetRanges,
+    OffsetSpecError,
+    commit_offsets,
+)
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator
 
 
@@ -17,11 +22,22 @@ class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
     sink succeeded, and a failed or cleared ingest leaves them where they were. (The official
     Kafka provider's consumer committed even on failure, apache/airflow#34213.)
 
+    A commit never moves the group backwards: partitions already at or past their stop are
+    left and reported, so re-running an old run's commit task is a no-op, not a rewind that
+    makes the next ``committed`` run read data again. ``allow_rewind=True`` (or the run's
+    Param ``allow_rewind``) moves them back, logged with the offsets before and after.
+
     The commit goes through the admin API: the group must have no running consumer.
+
+    Returns (XCom) ``{"group_id", "offsets": [{topic, partition, offset}, ...], "unchanged":
+    [{topic, partition, offset}, ...]}``: what was committed, and what was left as it was
+    (with the group's offset).
 
     :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated.
     :param group_id: the consumer group to commit to; defaults to the ``group_id`` the ranges
         were resolved with. Templated.
+    :param allow_rewind: move partitions whose committed offset is past the stop back to it.
+    :param timeout: seconds to wait for the cluster's answers.
     """
 
     template_fields: Sequence[str] = ("ranges", "group_id")
@@ -32,12 +48,14 @@ class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
         *,
         ranges: Any,
         group_id: str | None = None,
+        allow_rewind: bool = False,
         timeout: float = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.ranges = ranges
         self.group_id = group_id
+        self.allow_rewind = allow_rewind
         self.timeout = timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -48,20 +66,28 @@ class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
                 "no consumer group to commit to: pass group_id= to the commit operator "
                 "(or to the resolve operator, whose ranges then carry it)."
             )
-        committed = commit_offsets(
-            self.kafka_hook.get_kafka_config(), group_id, offset_ranges, timeout=self.timeout
-        )
+        params = context.get("params") or {}
+        allow_rewind = bool(params.get("allow_rewind") or self.allow_rewind)
+        result = commit_offsets(self.kafka_hook.get_kafka_config(), group_id, offset_ranges,
+                                allow_rewind=allow_rewind, timeout=self.timeout)
         self.log.info(
             "Committed group %r: %s", group_id,
-            ", ".join(f"{t}/{p}={o}" for (t, p), o in sorted(committed.items())) or "nothing",
+            ", ".join(f"{t}/{p}={o}" for (t, p), o in sorted(result.committed.items()))
+            or "nothing",
         )
-        return committed_dict(group_id, committed)
+        if result.unchanged:
+            self.log.info(
+                "Left as they were (the group is already at or past the stop): %s",
+                ", ".join(f"{t}/{p}={o}" for (t, p), o in sorted(result.unchanged.items())),
+            )
+        return commit_xcom(result)
 
 
-def committed_dict(group_id: str, committed: Mapping[tuple[str, int], int]) -> dict[str, Any]:
+def commit_xcom(result: CommitResult) -> dict[str, Any]:
     """The JSON-ready XCom of the commit task."""
-    return {
-        "group_id": group_id,
-        "offsets": [{"topic": t, "partition": p, "offset": o}
-                    for (t, p), o in sorted(committed.items())],
-    }
+
+    def entries(offsets: Mapping[tuple[str, int], int]) -> list[dict[str, Any]]:
+        return [{"topic": t, "partition": p, "offset": o} for (t, p), o in sorted(offsets.items())]
+
+    return {"group_id": result.group_id, "offsets": entries(result.committed),
+            "unchanged": entries(result.unchanged)}

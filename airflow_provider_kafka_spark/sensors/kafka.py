@@ -138,13 +138,18 @@ class KafkaPartitionsSensor(KafkaBaseSensor):
 
 
 class KafkaIntervalCompleteSensor(KafkaBaseSensor):
-    """Wait until every partition is complete up to ``end``: it holds a record with a
-    timestamp ``>= end``, or it has been idle for ``idle_timeout``.
+    """Wait until every partition is complete up to ``end``: no record that a
+    ``read_committed`` reader could see with a timestamp before ``end`` can still appear below
+    the stop that the resolve task would return for ``timestamp:<end>``.
 
-    Completeness uses Kafka's ``max_timestamp`` offset lookup (the newest record of each
-    partition). Idle: the partition has no record, or its newest record is older than
-    ``idle_timeout`` by the wall clock; without ``idle_timeout`` an idle partition holds the
-    sensor until its timeout. While waiting, each poke logs the late partitions.
+    A partition is complete when it holds a record (or transaction marker) with a timestamp
+    ``>= end`` below its last stable offset. A transaction still open that began before that
+    point keeps the partition waiting, however old it is: its records may yet be committed
+    inside the interval. With ``idle_timeout``, a partition without such a record and without
+    an open transaction is also complete when idle: it has no record, or its newest record is
+    older than ``idle_timeout`` by the wall clock (records that arrive later with older
+    timestamps then belong to a later run); without ``idle_timeout`` an idle partition holds
+    the sensor until its timeout. While waiting, each poke logs the late partitions.
     Returns ``{"end": <ISO time>, "idle": [[topic, partition], ...]}``.
 
     :param end: the instant the data must be complete up to (exclusive): an aware datetime,

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
+from confluent_kafka import IsolationLevel
 
 from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.offsets import (
@@ -24,6 +25,7 @@ from airflow_provider_kafka_spark.offsets import (
     Subscription,
     admin_client,
     list_partitions,
+    timestamp_stops,
 )
 from airflow_provider_kafka_spark.operators.base import (
     Partitions,
@@ -66,15 +68,19 @@ def check_partitions(kafka_config: Mapping[str, Any], subscription: Subscription
 def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subscription,
                             end_ms: int, idle_timeout: float | None, *,
                             timeout: float = 30.0) -> Check:
-    """Done when no partition can still receive a record with a timestamp before ``end_ms``.
+    """Done when no record that a ``read_committed`` reader could see with a timestamp before
+    ``end_ms`` can still appear below the stop that ``resolve_offsets`` would return for
+    ``timestamp:<end_ms>``.
 
-    A partition is complete when its newest record (Kafka's ``max_timestamp`` offset lookup)
-    has a timestamp ``>= end_ms``. With ``idle_timeout`` (seconds), a partition is also
-    complete when it is idle: it has no record, or its newest record is older than
-    ``idle_timeout`` by the wall clock (Flink's source idleness, applied to batch
-    completeness). This assumes record timestamps roughly follow arrival order, as
-    timestamp-bounded reads themselves do. The payload's ``idle`` lists the partitions that
-    were complete only by idleness.
+    A partition is complete when a record (or transaction marker) with timestamp ``>= end_ms``
+    is below its last stable offset: the stop is final (``timestamp_stops``). A transaction
+    still open that began before that point holds the partition back whatever its age, since
+    its records may yet be committed inside the interval. With ``idle_timeout`` (seconds), a
+    partition without a record ``>= end_ms`` and without an open transaction is also complete
+    when it is idle: it has no record, or its newest record is older than ``idle_timeout`` by
+    the wall clock (Flink's source idleness, applied to batch completeness; records that arrive
+    later with older timestamps fall into a later interval). The payload's ``idle`` lists the
+    partitions that were complete only by idleness.
     """
     from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
@@ -82,28 +88,37 @@ def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subsc
     admin = admin_client(kafka_config)
     try:
         partitions = list_partitions(admin, subscription, timeout=timeout)
+        stops = timestamp_stops(admin, partitions, end_ms, timeout=timeout)
     except OffsetResolutionError as exc:
         return Check(False, waiting_for=str(exc))
-    futures = admin.list_offsets(
-        {TopicPartition(t, p): OffsetSpec.max_timestamp() for t, p in partitions},
-        request_timeout=timeout,
-    )
+    late = {key: (f"has an open transaction from offset {stop.open_transaction} that began "
+                  "before the end") for key, stop in stops.items()
+            if stop.open_transaction is not None}
+    unfinished = [key for key, stop in stops.items()
+                  if not stop.final and stop.open_transaction is None]
     newest: dict[Key, int | None] = {}
-    for tp, future in futures.items():
-        try:
-            newest[(tp.topic, tp.partition)] = future.result(timeout=timeout).timestamp
-        except TimeoutError:
-            newest[(tp.topic, tp.partition)] = None
-        except KafkaException as exc:
-            if not exc.args[0].retriable():
-                raise OffsetResolutionError(
-                    f"max_timestamp lookup failed for {tp.topic}/{tp.partition}: {exc}."
-                ) from None
-            newest[(tp.topic, tp.partition)] = None
-    late, idle = late_partitions(newest, end_ms, idle_timeout, now_ms=int(time.time() * 1000))
+    if unfinished:
+        futures = admin.list_offsets(
+            {TopicPartition(t, p): OffsetSpec.max_timestamp() for t, p in unfinished},
+            isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout,
+        )
+        for tp, future in futures.items():
+            try:
+                newest[(tp.topic, tp.partition)] = future.result(timeout=timeout).timestamp
+            except TimeoutError:
+                newest[(tp.topic, tp.partition)] = None
+            except KafkaException as exc:
+                if not exc.args[0].retriable():
+                    raise OffsetResolutionError(
+                        f"max_timestamp lookup failed for {tp.topic}/{tp.partition}: {exc}."
+                    ) from None
+                newest[(tp.topic, tp.partition)] = None
+    not_idle, idle = late_partitions(newest, end_ms, idle_timeout,
+                                     now_ms=int(time.time() * 1000))
+    late.update(not_idle)
     if late:
         return Check(False, waiting_for=(
-            f"{len(late)} of {len(newest)} partition(s) not complete up to {_iso(end_ms)}: "
+            f"{len(late)} of {len(stops)} partition(s) not complete up to {_iso(end_ms)}: "
             + "; ".join(f"{t}/{p} {why}" for (t, p), why in sorted(late.items())[:20])
         ))
     return Check(True, {"end": _iso(end_ms), "idle": [[t, p] for t, p in idle]})
@@ -111,7 +126,8 @@ def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subsc
 
 def late_partitions(newest: Mapping[Key, int | None], end_ms: int, idle_timeout: float | None,
                     now_ms: int) -> tuple[dict[Key, str], list[Key]]:
-    """Split partitions by their newest record timestamp (``-1``: empty, ``None``: no answer).
+    """Split partitions that hold no record ``>= end_ms`` yet by their newest record timestamp
+    (``-1``: empty, ``None``: no answer).
 
     Returns ``(late, idle)``: ``late`` maps each partition that may still receive records
     before ``end_ms`` to the reason; ``idle`` lists partitions complete only by idleness.

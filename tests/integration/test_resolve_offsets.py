@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from airflow_provider_kafka_spark.offsets import (
     CommitError,
     DataLossError,
+    IntervalNotCompleteError,
     OffsetRanges,
     OffsetResolutionError,
     OffsetSpecError,
@@ -115,9 +116,14 @@ def test_result_metadata_and_json(kafka_config, topic):
 
 def test_timestamp_interval_is_exactly_the_records_in_it(kafka_config, topic):
     subscription = Subscription.partitions([(topic, 0), (topic, 2)])
-    ranges = resolve_offsets(kafka_config, subscription, Timestamp(at(3)), Timestamp(at(7)))
+    # p2's open transaction (from offset 5, ts 5-6 min) began before the end: not complete.
+    with pytest.raises(IntervalNotCompleteError, match=r"/2: last stable offset 5"):
+        resolve_offsets(kafka_config, subscription, Timestamp(at(3)), Timestamp(at(7)))
+    ranges = resolve_offsets(kafka_config, subscription, Timestamp(at(3)), Timestamp(at(7)),
+                             on_open_transaction="truncate")
     got = {r.partition: (r.start, r.stop) for r in ranges}
-    assert got == {0: (3, 7), 2: (3, 5)}  # p2 stops at its LSO: the open txn is not readable
+    assert got == {0: (3, 7), 2: (3, 5)}  # p2 cut at its LSO, and the cut is recorded
+    assert ranges.truncated == {(topic, 2): 5}
     records = consume_all(kafka_config, topic, 3, isolation_level="read_committed")
     for partition, (start, stop) in got.items():
         in_interval = {o for p, o, _, _, ts in records if p == partition and at(3) <= ts < at(7)}
@@ -126,12 +132,16 @@ def test_timestamp_interval_is_exactly_the_records_in_it(kafka_config, topic):
 
 def test_timestamps_outside_the_data(kafka_config, topic):
     before, after = Timestamp(at(-60)), Timestamp(at(60))
-    subscription = Subscription.partitions([(topic, 0), (topic, 2)])
+    subscription = Subscription.partitions([(topic, 0)])
     ranges = resolve_offsets(kafka_config, subscription, before, after)
-    assert [(r.start, r.stop) for r in ranges] == [(0, 10), (0, 5)]
+    assert [(r.start, r.stop) for r in ranges] == [(0, 10)]
     empty = resolve_offsets(kafka_config, subscription, after, Timestamp(at(61)))
-    assert [(r.start, r.stop) for r in empty] == [(10, 10), (5, 5)]
+    assert [(r.start, r.stop) for r in empty] == [(10, 10)]
     assert empty.is_empty()
+    # p2's open transaction may still commit records before either time.
+    with pytest.raises(IntervalNotCompleteError):
+        resolve_offsets(kafka_config, Subscription.partitions([(topic, 2)]), after,
+                        Timestamp(at(61)))
 
 
 def test_timestamp_lookup_matches_the_broker_and_sees_transaction_markers(
@@ -170,7 +180,7 @@ def test_committed_offsets_and_reset_strategies(kafka_config, topic):
 
     first = resolve_offsets(kafka_config, Subscription.partitions([(topic, 0), (topic, 1)]),
                             "earliest", Timestamp(at(2)), group_id=group)
-    assert commit_offsets(kafka_config, group, first) == {(topic, 0): 2, (topic, 1): 2}
+    assert commit_offsets(kafka_config, group, first).committed == {(topic, 0): 2, (topic, 1): 2}
     # Partition 2 was never committed: the reset strategy covers it, the others resume.
     assert resolve(kafka_config, topic, "committed:earliest", "latest", group_id=group) == {
         0: (2, 10), 1: (2, 12), 2: (0, 5)}

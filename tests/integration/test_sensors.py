@@ -21,7 +21,12 @@ from airflow.sdk.exceptions import TaskDeferred
 from airflow.triggers.base import TriggerEvent
 from confluent_kafka.admin import NewPartitions
 
-from airflow_provider_kafka_spark.offsets import KafkaSparkError
+from airflow_provider_kafka_spark.offsets import (
+    KafkaSparkError,
+    Subscription,
+    Timestamp,
+    resolve_offsets,
+)
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
@@ -30,7 +35,7 @@ from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
-from tests.kafka_data import MINUTE_MS, produce
+from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration
 
@@ -111,6 +116,41 @@ def test_interval_sensor_completeness_and_idleness(
         {"data_interval_end": _datetime(end)})
     assert isinstance(poked, PokeReturnValue)
     assert poked.xcom_value["idle"] == []
+
+
+def test_interval_sensor_waits_for_open_transactions_that_began_before_the_end(
+        new_topic: Any, kafka_config: dict[str, Any], kafka_admin: Any) -> None:
+    """A record past the end inside an open transaction does not complete the interval: the
+    in-interval record before it may still be committed. Idleness never skips an open one."""
+    topic = new_topic(partitions=2)
+    end = int(time.time() * 1000) - 60 * MINUTE_MS
+    produce(kafka_config, topic, [(0, None, b"before", end - 5 * MINUTE_MS)])
+    tx = transactional_producer(kafka_config)
+    tx.begin_transaction()
+    produce(kafka_config, topic, [(0, None, b"in", end - MINUTE_MS),
+                                  (0, None, b"past", end + MINUTE_MS),
+                                  (1, None, b"old-in", end - 30 * MINUTE_MS)], tx)
+    assert tx.flush(30) == 0
+
+    def check(idle_timeout: float | None) -> Any:
+        return KafkaIntervalCompleteSensor(task_id="complete", topics=topic, end=str(end),
+                                           idle_timeout=idle_timeout).check({})
+
+    for idle_timeout in (None, 60.0):
+        waiting = check(idle_timeout)
+        assert not waiting.done
+        assert f"{topic}/0 has an open transaction from offset 1" in waiting.waiting_for
+        assert f"{topic}/1 has an open transaction from offset 0" in waiting.waiting_for
+
+    tx.commit_transaction(30)
+    wait_for_markers(kafka_admin, topic, 2)
+    # p0 has a committed record past the end; p1 only an old one, so it is complete by
+    # idleness only (and its commit marker, stamped now, is past the end anyway).
+    done = check(60.0)
+    assert done.done
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest",
+                             Timestamp(end))
+    assert {r.partition: (r.start, r.stop) for r in ranges} == {0: (0, 2), 1: (0, 1)}
 
 
 def test_deferred_interval_sensor_resumes_when_the_last_partition_catches_up(
