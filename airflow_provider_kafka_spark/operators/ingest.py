@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from airflow_provider_kafka_spark.spark import PartitionSummary
+    from airflow_provider_kafka_spark.spark.read import LostOffsets
 
 MANIFEST_NAME = "_kafka_spark_manifest.json"
 """The manifest file in each output folder; Spark's readers skip names starting with ``_``."""
@@ -49,11 +50,16 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
 
     Empty ranges skip Spark entirely (nothing is written) and return zero statistics.
 
-    Returns (XCom) ``{"records", "partitions": [...], "min_timestamp", "max_timestamp",
-    "output": {...}, "seconds", "records_per_second"}``; each partition entry has ``topic,
-    partition, start, stop, records, first_offset, last_offset, min_timestamp, max_timestamp``;
-    ``output`` is ``{"path", "format", "manifest"}`` for files and ``{"topic",
-    "delivery_guarantee", "write_id", "records_written", "skipped_tasks"}`` for a topic.
+    Returns (XCom) ``{"records", "lost", "partitions": [...], "min_timestamp",
+    "max_timestamp", "output": {...}, "seconds", "records_per_second"}``; each partition entry
+    has ``topic, partition, start, stop, records, lost, first_offset, last_offset,
+    min_timestamp, max_timestamp``; ``output`` is ``{"path", "format", "manifest"}`` for files
+    and ``{"topic", "delivery_guarantee", "write_id", "records_written", "skipped_tasks"}`` for
+    a topic. ``start``/``stop`` are the resolved range; ``lost`` counts the offsets skipped
+    because Kafka had deleted them (``on_data_loss="skip"``, see ``LostOffsets``): at
+    resolution, before the read and during it (not counted during the read with
+    ``engine="spark-kafka"``); the top-level ``lost`` is their sum. The manifest holds the
+    same statistics, and the task log shows them in its table and warns naming the partitions.
 
     :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated. Read
         with the isolation level the ranges were resolved with.
@@ -78,7 +84,8 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         (default: ``read_kafka``'s).
     :param engine: ``python`` (default) or ``spark-kafka``, see ``read_kafka``.
     :param include_headers: read the ``headers`` column (default True).
-    :param on_data_loss: ``fail`` (default) or ``skip`` offsets deleted since resolution.
+    :param on_data_loss: ``fail`` (default) or ``skip`` offsets deleted since resolution;
+        skipped offsets are counted in ``lost``.
     """
 
     template_fields: Sequence[str] = ("ranges", "output_path", "output_format", "output_topic",
@@ -152,20 +159,25 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         output = self._planned_output(context, offset_ranges)
         if offset_ranges.is_empty():
             self.log.info("The ranges hold no offsets: nothing to read, nothing written.")
-            return _stats(offset_ranges, [], output, seconds=0.0)
+            stats = _stats(offset_ranges, [], output, lost=offset_ranges.lost, seconds=0.0)
+            self._warn_lost(stats)
+            return stats
         from airflow_provider_kafka_spark.spark import kafka_errors, summarize
+        from airflow_provider_kafka_spark.spark.read import LostOffsets
 
         began = time.monotonic()
         spark = self.spark_hook.get_conn()
         write_manifest = _text_writer(spark, output["manifest"]) if "path" in output else None
-        records = self._read(spark, offset_ranges)
+        lost = LostOffsets()
+        records = self._read(spark, offset_ranges, lost)
         try:
             with kafka_errors():
                 summaries = summarize(records)
             output = self._write(self._transformed(spark, records), output)
         finally:
             records.unpersist()
-        stats = _stats(offset_ranges, summaries, output, seconds=time.monotonic() - began)
+        stats = _stats(offset_ranges, summaries, output, lost=lost.by_partition(),
+                       seconds=time.monotonic() - began)
         if write_manifest is not None:
             write_manifest(json.dumps({
                 "version": 1,
@@ -180,7 +192,18 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
                       stats["records"], output.get("path") or output.get("topic"),
                       stats["seconds"], stats["records_per_second"],
                       _summary_table(stats["partitions"]))
+        self._warn_lost(stats)
         return stats
+
+    def _warn_lost(self, stats: dict[str, Any]) -> None:
+        """One warning naming the partitions with skipped (deleted) offsets, if any."""
+        if not stats["lost"]:
+            return
+        detail = ", ".join(f"{p['topic']}/{p['partition']}: {p['lost']}"
+                           for p in stats["partitions"] if p["lost"])
+        self.log.warning("%d offset(s) deleted before they could be read were skipped "
+                         "(on_data_loss='skip'): %s. The output lacks them.",
+                         stats["lost"], detail)
 
     def _planned_output(self, context: Any, ranges: OffsetRanges) -> dict[str, Any]:
         """The checked sink description, before anything is read or written."""
@@ -210,8 +233,9 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             )
         return self.output_path.strip()
 
-    def _read(self, spark: SparkSession, ranges: OffsetRanges) -> DataFrame:
-        """The records, cached so the summary and the write read Kafka once."""
+    def _read(self, spark: SparkSession, ranges: OffsetRanges, lost: LostOffsets) -> DataFrame:
+        """The records, cached so the summary and the write read Kafka once; ``lost`` counts
+        the offsets skipped because they were deleted."""
         from pyspark import StorageLevel
 
         from airflow_provider_kafka_spark.spark import read_kafka
@@ -223,6 +247,7 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             engine=self.engine,  # type: ignore[arg-type]
             include_headers=self.include_headers,
             on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
+            lost=lost,
         ).persist(StorageLevel.MEMORY_AND_DISK)
 
     def _transformed(self, spark: SparkSession, records: DataFrame) -> DataFrame:
@@ -272,13 +297,14 @@ def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRange
 
 
 def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict[str, Any],
-           *, seconds: float) -> dict[str, Any]:
+           *, lost: Mapping[tuple[str, int], int], seconds: float) -> dict[str, Any]:
     by_key = {(s.topic, s.partition): s.to_dict() for s in summaries}
     partitions = []
     for r in ranges:
         entry: dict[str, Any] = {
             "topic": r.topic, "partition": r.partition, "start": r.start, "stop": r.stop,
-            "records": 0, "first_offset": None, "last_offset": None,
+            "records": 0, "lost": lost.get((r.topic, r.partition), 0),
+            "first_offset": None, "last_offset": None,
             "min_timestamp": None, "max_timestamp": None,
         }
         entry.update(by_key.get((r.topic, r.partition), {}))
@@ -287,6 +313,7 @@ def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict
     timestamps = [p[k] for p in partitions for k in ("min_timestamp", "max_timestamp") if p[k]]
     return {
         "records": records,
+        "lost": sum(lost.values()),
         "partitions": partitions,
         "min_timestamp": min(timestamps, default=None),
         "max_timestamp": max(timestamps, default=None),
@@ -297,7 +324,8 @@ def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict
 
 
 def _summary_table(partitions: list[dict[str, Any]]) -> str:
-    columns = ("topic", "partition", "start", "stop", "records", "min_timestamp", "max_timestamp")
+    columns = ("topic", "partition", "start", "stop", "records", "lost", "min_timestamp",
+               "max_timestamp")
     return format_table(columns, [[p[c] for c in columns] for p in partitions])
 
 

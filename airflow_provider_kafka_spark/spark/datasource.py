@@ -23,20 +23,26 @@ Options (all strings, as Spark passes them):
     ``fail`` (default) or ``skip``.
 ``pollTimeout``
     Seconds a split may make no progress before it fails (default 60).
+``lostOffsetsAccumulator``
+    The id of a driver-side Spark accumulator with :class:`SplitLosses` (optional): with
+    ``onDataLoss=skip`` each split adds the offsets it skipped, so the driver can count them
+    (``read_kafka(..., lost=LostOffsets())`` sets it).
 """
 
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
@@ -51,6 +57,7 @@ from airflow_provider_kafka_spark.spark.splits import plan_splits
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "kafka_bounded"
+LOST_OFFSETS_OPTION = "lostOffsetsAccumulator"
 KAFKA_OPTION_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT = 60.0
 # Records per Arrow batch handed to Spark, and per consume() call.
@@ -111,6 +118,27 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     return value.lower() == "true"
 
 
+SplitKey = tuple[str, int, int]
+"""``(topic, partition, split start)``: one split of a read."""
+
+
+class SplitLosses(AccumulatorParam[dict[SplitKey, int]]):
+    """Accumulator values ``{(topic, partition, split start): offsets skipped}``.
+
+    Merging keeps the larger count of a split, never the sum: a split whose task Spark runs
+    again (a retry, a recomputed cache block) counts once.
+    """
+
+    def zero(self, value: dict[SplitKey, int]) -> dict[SplitKey, int]:
+        return {}
+
+    def addInPlace(self, value1: dict[SplitKey, int],
+                   value2: dict[SplitKey, int]) -> dict[SplitKey, int]:
+        for key, skipped in value2.items():
+            value1[key] = max(value1.get(key, 0), skipped)
+        return value1
+
+
 class KafkaSplit(InputPartition):
     """One Spark input partition: a contiguous ``[start, stop)`` slice of one Kafka partition."""
 
@@ -154,6 +182,10 @@ class KafkaBoundedReader(DataSourceReader):
                 f"onDataLoss={self.on_data_loss!r} is not valid; use 'fail' or 'skip'.")
         self.poll_timeout = float(options.get("pollTimeout", DEFAULT_POLL_TIMEOUT))
         self.schema = schema
+        accumulator_id = options.get(LOST_OFFSETS_OPTION)
+        # Pickled with the reader: each task registers it and Spark sends its adds back.
+        self.lost_offsets = (Accumulator(int(accumulator_id), {}, SplitLosses())
+                             if accumulator_id else None)
 
     def partitions(self) -> list[InputPartition]:
         return [KafkaSplit(s) for s in plan_splits(self.ranges, self.max_records_per_split)]
@@ -168,7 +200,13 @@ class KafkaBoundedReader(DataSourceReader):
             on_data_loss=self.on_data_loss,
             poll_timeout=self.poll_timeout,
             arrow_schema=to_arrow_schema(self.schema, timezone="UTC"),
+            on_skip=(None if self.lost_offsets is None
+                     else functools.partial(self._count_skipped, partition.split)),
         )
+
+    def _count_skipped(self, split: PartitionRange, skipped: int) -> None:
+        assert self.lost_offsets is not None
+        self.lost_offsets.add({(split.topic, split.partition, split.start): skipped})
 
 
 def read_split(
@@ -180,6 +218,7 @@ def read_split(
     on_data_loss: str = "fail",
     poll_timeout: float = DEFAULT_POLL_TIMEOUT,
     arrow_schema: pa.Schema | None = None,
+    on_skip: Callable[[int], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Read exactly the records of ``split`` (offsets ``[start, stop)``) as Arrow batches.
 
@@ -191,7 +230,8 @@ def read_split(
     Raises:
         DataLossError: offsets of the split were deleted (``OFFSET_OUT_OF_RANGE``) and
             ``on_data_loss="fail"``. With ``"skip"`` the reader logs a warning, counts the lost
-            offsets and continues at the log start offset.
+            offsets, calls ``on_skip`` with the split's count so far, and continues at the log
+            start offset.
         KafkaReadError: no progress for ``poll_timeout`` seconds (broker down, an open
             transaction holding the last stable offset below ``stop``), or a permanent error.
     """
@@ -202,7 +242,8 @@ def read_split(
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
         yield from _SplitReader(
-            consumer, split, schema, include_headers, on_data_loss, poll_timeout, isolation_level
+            consumer, split, schema, include_headers, on_data_loss, poll_timeout, isolation_level,
+            on_skip,
         ).batches()
     finally:
         consumer.close()
@@ -213,7 +254,7 @@ class _SplitReader:
 
     def __init__(self, consumer: Consumer, split: PartitionRange, schema: pa.Schema,
                  include_headers: bool, on_data_loss: str, poll_timeout: float,
-                 isolation_level: str) -> None:
+                 isolation_level: str, on_skip: Callable[[int], None] | None) -> None:
         self.consumer = consumer
         self.split = split
         self.schema = schema
@@ -221,6 +262,7 @@ class _SplitReader:
         self.on_data_loss = on_data_loss
         self.poll_timeout = poll_timeout
         self.isolation_level = isolation_level
+        self.on_skip = on_skip
         self.position = split.start  # the next offset this split still needs
         self.end_of_log: int | None = None  # last end-of-partition offset seen below stop
         self.last_error: KafkaError | None = None
@@ -347,6 +389,8 @@ class _SplitReader:
             )
         log.warning("skipping lost data (on_data_loss='skip'): %s.", detail)
         self.skipped += lost
+        if self.on_skip is not None:
+            self.on_skip(self.skipped)
         self.position = max(self.position, low)
         if self.position < self.split.stop:
             self.consumer.assign([TopicPartition(tp.topic, tp.partition, self.position)])

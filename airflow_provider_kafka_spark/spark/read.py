@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping
@@ -9,6 +10,7 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
+from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level, client_config
@@ -22,7 +24,10 @@ from airflow_provider_kafka_spark.offsets.resolve import admin_client
 from airflow_provider_kafka_spark.spark.datasource import (
     DEFAULT_POLL_TIMEOUT,
     FORMAT_NAME,
+    LOST_OFFSETS_OPTION,
     KafkaBoundedDataSource,
+    SplitKey,
+    SplitLosses,
     kafka_options,
 )
 from airflow_provider_kafka_spark.spark.errors import (
@@ -44,6 +49,48 @@ _SPARK_KAFKA_OWNED = frozenset({
 })
 
 
+class LostOffsets:
+    """What a :func:`read_kafka` with ``on_data_loss="skip"`` did not return because Kafka had
+    already deleted it: a count of offsets per ``(topic, partition)``.
+
+    Pass a new one as ``read_kafka(..., lost=LostOffsets())`` and read it after an action on
+    the DataFrame (a ``count()``, the write). Per partition it sums the offsets lost
+
+    * at resolution: the ranges' own ``OffsetRanges.lost`` (``resolve_offsets`` moved the
+      start up);
+    * before the read: range starts below the log start offset when ``read_kafka`` is called
+      (found on the driver, known at once);
+    * during the read (``engine="python"`` on a classic session): offsets deleted while the
+      executors read them. A Spark accumulator brings these counts to the driver as the tasks
+      finish; a split counts once even when Spark runs its task again.
+
+    Offsets, not records: a deleted transaction marker counts too. Not counted, only logged:
+    offsets deleted during the read with ``engine="spark-kafka"`` (Spark's kafka source skips
+    them without a count) or on Spark Connect (no accumulators).
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int], int] = {}
+        self._during_read: Accumulator[dict[SplitKey, int]] | None = None
+
+    def by_partition(self) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): offsets lost}``, sorted; partitions without loss are absent."""
+        counts = dict(self._known)
+        if self._during_read is not None:
+            for (topic, partition, _start), skipped in self._during_read.value.items():
+                counts[(topic, partition)] = counts.get((topic, partition), 0) + skipped
+        return dict(sorted(counts.items()))
+
+    def total(self) -> int:
+        """All offsets lost, over every partition."""
+        return sum(self.by_partition().values())
+
+    def _track(self, known: Mapping[tuple[str, int], int],
+               during_read: Accumulator[dict[SplitKey, int]] | None) -> None:
+        self._known = {key: n for key, n in known.items() if n > 0}
+        self._during_read = during_read
+
+
 def read_kafka(
     spark: SparkSession,
     ranges: OffsetRanges | str | Mapping[str, Any],
@@ -55,6 +102,7 @@ def read_kafka(
     include_headers: bool = True,
     on_data_loss: Literal["fail", "skip"] = "fail",
     poll_timeout: float = DEFAULT_POLL_TIMEOUT,
+    lost: LostOffsets | None = None,
 ) -> DataFrame:
     """A DataFrame of exactly the records in ``ranges``: offsets ``[start, stop)`` per partition.
 
@@ -81,10 +129,14 @@ def read_kafka(
             :class:`DataLossError`; ``"skip"``: log and count them and read what is left.
         poll_timeout: seconds a split may make no progress before it fails
             (``engine="python"``).
+        lost: a new :class:`LostOffsets` to count what ``on_data_loss="skip"`` skipped, per
+            partition: at resolution, before the read (known when ``read_kafka`` returns) and
+            during it (known once an action on the DataFrame has run).
 
     Empty ranges give an empty DataFrame with the schema, without contacting Kafka.
     Offsets already deleted when ``read_kafka`` is called are detected here on the driver;
-    deletions during the Spark job fail the job on the executor. Wrap the action in
+    deletions during the Spark job are found on the executor, which fails the job (``"fail"``)
+    or skips them (``"skip"``; pass ``lost=`` to count them). Wrap the action in
     :func:`kafka_errors` to get :class:`DataLossError` / :class:`KafkaReadError` back.
 
     Raises:
@@ -104,6 +156,8 @@ def read_kafka(
         raise OffsetSpecError(f"poll_timeout={poll_timeout!r} must be a positive number of seconds.")
     config = client_config(kafka_config)
     if offset_ranges.is_empty():
+        if lost is not None:
+            lost._track(offset_ranges.lost, None)
         return spark.createDataFrame([], kafka_schema(include_headers))
     if offset_ranges.isolation_level != level:
         log.warning("The ranges were resolved with %s but are read with %s; a read_committed "
@@ -113,11 +167,18 @@ def read_kafka(
     if max_records_per_split is None:
         max_records_per_split = default_max_records_per_split(
             offset_ranges.total(), _parallelism(spark))
+    during_read = None
+    # Executors can only count for the python engine, through a classic session's context.
+    context = getattr(spark, "_sc", None)
+    if lost is not None and on_data_loss == "skip" and engine == "python" and context is not None:
+        during_read = context.accumulator({}, SplitLosses())
+    if lost is not None:
+        lost._track(offset_ranges.lost, during_read)
     if engine == "spark-kafka":
         return _read_spark_kafka(spark, offset_ranges, config, level, max_records_per_split,
                                  include_headers, on_data_loss)
     spark.dataSource.register(KafkaBoundedDataSource)
-    return (
+    reader = (
         spark.read.format(FORMAT_NAME)
         .option("ranges", offset_ranges.to_json())
         .option("isolationLevel", level)
@@ -126,13 +187,19 @@ def read_kafka(
         .option("onDataLoss", on_data_loss)
         .option("pollTimeout", str(float(poll_timeout)))
         .options(**kafka_options(config))
-        .load()
     )
+    if during_read is not None:
+        reader = reader.option(LOST_OFFSETS_OPTION, str(during_read.aid))
+    return reader.load()
 
 
 def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
                   on_data_loss: str) -> OffsetRanges:
-    """Check range starts against log start offsets (one batched request)."""
+    """Check range starts against log start offsets (one batched request).
+
+    With ``on_data_loss="skip"``: the ranges with deleted starts moved up to the log start
+    offset and the skipped offsets added to ``lost``.
+    """
     todo = [r for r in ranges if r.size > 0]
     admin = admin_client(config)
     try:
@@ -167,9 +234,7 @@ def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
     merged = dict(ranges.lost)
     for key, n in lost.items():
         merged[key] = merged.get(key, 0) + n
-    return OffsetRanges(tuple(kept), starting=ranges.starting, stopping=ranges.stopping,
-                        isolation_level=ranges.isolation_level, group_id=ranges.group_id,
-                        resolved_at=ranges.resolved_at, lost=merged)
+    return dataclasses.replace(ranges, ranges=tuple(kept), lost=merged)
 
 
 def _parallelism(spark: SparkSession) -> int:

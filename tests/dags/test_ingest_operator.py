@@ -3,13 +3,17 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import TopicPartition
 
 from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+from airflow_provider_kafka_spark.operators.ingest import MANIFEST_NAME
 from tests.kafka_data import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -48,3 +52,62 @@ def test_transform_callable(kafka_connection: None, spark: Any, ranges: dict[str
     assert stats["records"] == 12  # read; the transform keeps 6
     assert sorted(bytes(r["value"]) for r in spark.read.parquet(str(tmp_path / "t")).collect()) \
         == sorted(f"v{i}".encode() for i in range(0, 12, 2))
+
+
+def _recent(i: int) -> int:
+    """A timestamp the topic's retention keeps (old ones may be deleted any time)."""
+    return int(time.time() * 1000) - 60_000 + i
+
+
+def _delete_below(kafka_admin: Any, topic: str, partition: int, offset: int) -> None:
+    """``delete_records``: the partition's log start offset becomes ``offset``."""
+    tp = TopicPartition(topic, partition, offset)
+    kafka_admin.delete_records([tp])[tp].result(30)
+
+
+def test_skipped_data_loss_is_counted_in_the_xcom_the_manifest_and_the_log(
+        kafka_connection: None, spark: Any, kafka_config: dict[str, Any], kafka_admin: Any,
+        new_topic: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    topic = new_topic(partitions=3)
+    produce(kafka_config, topic, [(i % 3, None, f"v{i}".encode(), _recent(i)) for i in range(18)])
+    _delete_below(kafka_admin, topic, 1, 1)  # lost at resolution: 1/0
+    ranges = resolve_offsets(kafka_config, Subscription.topics(topic),
+                             {topic: {"0": 0, "1": 0, "2": 0}}, "latest", on_data_loss="skip")
+    assert ranges.lost == {(topic, 1): 1}
+    _delete_below(kafka_admin, topic, 0, 2)  # lost after resolution: 0/0..1, 1/1..3
+    _delete_below(kafka_admin, topic, 1, 4)
+
+    stats = KafkaSparkIngestOperator(
+        task_id="ingest", ranges=ranges.to_dict(), output_path=str(tmp_path / "out"),
+        on_data_loss="skip").execute({"run_id": "manual__1"})
+
+    assert stats["records"] == 4 + 2 + 6
+    assert stats["lost"] == 2 + 4
+    assert [(p["partition"], p["start"], p["stop"], p["records"], p["lost"])
+            for p in stats["partitions"]] == [(0, 0, 6, 4, 2), (1, 1, 6, 2, 4), (2, 0, 6, 6, 0)]
+    manifest = json.loads((tmp_path / "out" / MANIFEST_NAME).read_text())
+    assert manifest["lost"] == 6
+    assert [p["lost"] for p in manifest["partitions"]] == [2, 4, 0]
+    log = capsys.readouterr().out  # the task log (Airflow's structlog writes to stdout)
+    assert f"6 offset(s) deleted before they could be read were skipped " \
+        f"(on_data_loss='skip'): {topic}/0: 2, {topic}/1: 4" in log
+    assert log.split("Wrote 12 record(s)")[1].splitlines()[1].split() == [
+        "topic", "partition", "start", "stop", "records", "lost", "min_timestamp",
+        "max_timestamp"]
+
+
+def test_empty_ranges_report_the_loss_found_at_resolution(
+        kafka_connection: None, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any,
+        tmp_path: Path) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"v", _recent(0)), (0, None, b"v", _recent(1))])
+    _delete_below(kafka_admin, topic, 0, 2)
+    ranges = resolve_offsets(kafka_config, Subscription.topics(topic), {topic: {"0": 0}},
+                             "latest", on_data_loss="skip")
+
+    stats = KafkaSparkIngestOperator(
+        task_id="ingest", ranges=ranges.to_dict(), output_path=str(tmp_path / "out"),
+        on_data_loss="skip").execute({"run_id": "manual__1"})
+
+    assert (stats["records"], stats["lost"]) == (0, 2)
+    assert [(p["records"], p["lost"]) for p in stats["partitions"]] == [(0, 2)]

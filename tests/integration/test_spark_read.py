@@ -34,6 +34,7 @@ from airflow_provider_kafka_spark.spark import (
     summarize,
 )
 from airflow_provider_kafka_spark.spark import read as read_module
+from airflow_provider_kafka_spark.spark.read import LostOffsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -288,6 +289,39 @@ def test_deleted_during_the_read_raises_data_loss(spark: Any, kafka_config: dict
         df.collect()
     assert caught.value.lost == {(topic, 0): 10}
     assert rows(skipping) == stored[10:]
+
+
+def test_lost_offsets_counts_skips_at_resolution_before_and_during_the_read(
+        spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any) -> None:
+    topic = new_topic(partitions=2)
+    stored = produce(kafka_config, topic, [(i % 2, None, str(i).encode()) for i in range(40)])
+    resolved = full_ranges(kafka_config, topic)
+    ranges = OffsetRanges(resolved.ranges, lost={(topic, 1): 3})  # as if lost at resolution
+    before = TopicPartition(topic, 0, 4)
+    kafka_admin.delete_records([before])[before].result(30)
+    lost = LostOffsets()
+    df = read_kafka(spark, ranges, kafka_config, on_data_loss="skip", lost=lost,
+                    max_records_per_split=5)
+    assert lost.by_partition() == {(topic, 0): 4, (topic, 1): 3}  # known on the driver
+    during = TopicPartition(topic, 1, 12)  # splits [0, 5) [5, 10) [10, 15) of 1 lose 5, 5, 2
+    kafka_admin.delete_records([during])[during].result(30)
+
+    assert rows(df) == [r for r in stored if r[2] >= (4 if r[1] == 0 else 12)]
+    assert lost.by_partition() == {(topic, 0): 4, (topic, 1): 3 + 12}
+    df.count()  # the splits are read again: each still counts once
+    assert lost.by_partition() == {(topic, 0): 4, (topic, 1): 3 + 12}
+    assert lost.total() == 19
+
+
+def test_lost_offsets_is_empty_without_data_loss(spark: Any, kafka_config: dict[str, Any],
+                                                 new_topic: Any) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"x")] * 3)
+    lost = LostOffsets()
+    df = read_kafka(spark, full_ranges(kafka_config, topic), kafka_config, on_data_loss="skip",
+                    lost=lost)
+    assert df.count() == 3
+    assert (lost.by_partition(), lost.total()) == ({}, 0)
 
 
 def test_no_progress_fails_after_poll_timeout(kafka_config: dict[str, Any],
