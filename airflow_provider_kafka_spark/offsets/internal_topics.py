@@ -1,0 +1,239 @@
+"""The state this package keeps in Kafka itself: compacted topics, one place to create and read them.
+
+Users: the exactly-once write's ledger (``spark/ledger.py``, topic ``_kafka_spark_ledger``) and
+stores of per-key values such as pinned run ranges. Each keeps records under string keys in a
+compacted topic, so the newest record of every key is kept forever::
+
+    admin = admin_client(kafka_config)
+    partitions = ensure_compacted_topic(admin, topic, partitions=8)
+    partition = partition_for(key, partitions)           # every record of `key` lives here
+    ...                                                  # the caller produces its records
+    read = read_partition(kafka_config, topic, partition, keep=lambda k: k == key.encode())
+    newest = read.records[-1].value if read.records else None
+
+The caller owns what keys and values mean (and produces them); this module owns topic
+creation, partition choice, offset lookups and bounded reads. Reads use
+``isolation.level=read_committed``: records of open or aborted transactions are never returned.
+No Spark and no Airflow here: only confluent-kafka.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
+
+from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config
+from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
+
+# Errors of a partition created a moment ago whose leader is not elected yet: retried.
+_NOT_READY = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
+                        KafkaError.UNKNOWN_TOPIC_OR_PART})
+
+
+class InternalTopicError(KafkaSparkError):
+    """A topic holding this package's state could not be created, checked or read."""
+
+
+@dataclass(frozen=True)
+class InternalRecord:
+    """One committed record of an internal topic. ``value`` is ``None`` for a tombstone."""
+
+    key: bytes
+    value: bytes | None
+    offset: int
+
+
+@dataclass(frozen=True)
+class PartitionRead:
+    """The kept records of one partition, in offset order, read up to (excluding)
+    ``end_offset``."""
+
+    records: tuple[InternalRecord, ...]
+    end_offset: int
+
+
+def ensure_compacted_topic(admin: AdminClient, topic: str, *, partitions: int,
+                           timeout: float = 30.0) -> int:
+    """Create ``topic`` with ``partitions`` partitions and ``cleanup.policy=compact`` if it does
+    not exist; return its number of partitions (an existing topic keeps its own count).
+
+    Raises:
+        InternalTopicError: the topic could not be created (e.g. not authorized), its metadata
+            or config could not be read within ``timeout`` seconds, or it exists without
+            ``compact`` in its ``cleanup.policy``.
+    """
+    count = _partition_count(admin, topic, timeout)
+    if count is None:
+        future = admin.create_topics([NewTopic(topic, num_partitions=partitions,
+                                               replication_factor=-1,
+                                               config={"cleanup.policy": "compact"})])[topic]
+        try:
+            future.result(timeout=timeout)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise InternalTopicError(
+                    f"could not create the topic {topic!r}: {exc.args[0].str()}. Create it "
+                    "yourself with cleanup.policy=compact (any number of partitions)."
+                ) from None
+        deadline = time.monotonic() + timeout
+        while (count := _partition_count(admin, topic, timeout)) is None:
+            if time.monotonic() > deadline:
+                raise InternalTopicError(f"the topic {topic!r} was created but its metadata did "
+                                         f"not appear within {timeout}s; retry.")
+            time.sleep(0.2)
+    resource = ConfigResource(ResourceType.TOPIC, topic)
+    try:
+        configs = admin.describe_configs([resource])[resource].result(timeout=timeout)
+    except KafkaException as exc:
+        raise InternalTopicError(
+            f"could not read the config of the topic {topic!r}: {exc.args[0].str()}."
+        ) from None
+    policy = configs["cleanup.policy"].value or ""
+    if "compact" not in policy.split(","):
+        raise InternalTopicError(
+            f"the topic {topic!r} has cleanup.policy={policy!r}; it needs 'compact' so that the "
+            "newest record of every key is kept. Set cleanup.policy=compact on it."
+        )
+    return count
+
+
+def _partition_count(admin: AdminClient, topic: str, timeout: float) -> int | None:
+    try:
+        metadata = admin.list_topics(topic=topic, timeout=timeout)
+    except KafkaException as exc:
+        raise InternalTopicError(f"could not read metadata of the topic {topic!r}: "
+                                 f"{exc.args[0].str()}.") from None
+    info = metadata.topics.get(topic)
+    if info is None or info.error is not None or not info.partitions:
+        return None
+    return len(info.partitions)
+
+
+def partition_for(key: str, num_partitions: int) -> int:
+    """The partition of ``key`` among ``num_partitions``: CRC-32 of its UTF-8 bytes, modulo.
+
+    Stable across processes, Python versions and releases of this package (unlike ``hash``),
+    so every writer and reader of ``key`` meets in the same partition as long as the topic keeps
+    its number of partitions.
+    """
+    return zlib.crc32(key.encode()) % num_partitions
+
+
+def log_start_offset(admin: AdminClient, topic: str, partition: int, *,
+                     timeout: float = 30.0) -> int:
+    """The first offset still in ``topic[partition]`` (0 unless records were deleted).
+
+    Retries while a just-created partition has no leader, up to ``timeout`` seconds.
+
+    Raises:
+        InternalTopicError: the offset could not be listed.
+    """
+    return _list_offset(admin, topic, partition, OffsetSpec.earliest(),
+                        IsolationLevel.READ_UNCOMMITTED, timeout)
+
+
+def end_offset(admin: AdminClient, topic: str, partition: int, *, committed: bool,
+               timeout: float = 30.0) -> int:
+    """The end of ``topic[partition]``: with ``committed=True`` its last stable offset (below
+    it every transaction is decided), else its high watermark.
+
+    Retries while a just-created partition has no leader, up to ``timeout`` seconds.
+
+    Raises:
+        InternalTopicError: the offset could not be listed.
+    """
+    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
+    return _list_offset(admin, topic, partition, OffsetSpec.latest(), isolation, timeout)
+
+
+def _list_offset(admin: AdminClient, topic: str, partition: int, spec: OffsetSpec,
+                 isolation: IsolationLevel, timeout: float) -> int:
+    tp = TopicPartition(topic, partition)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            info = admin.list_offsets({tp: spec}, isolation_level=isolation,
+                                      request_timeout=timeout)[tp].result(timeout=timeout)
+            return int(info.offset)
+        except KafkaException as exc:
+            err = exc.args[0]
+            if (err.code() in _NOT_READY or err.retriable()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+                continue
+            raise InternalTopicError(f"could not list offsets of {topic}[{partition}]: "
+                                     f"{err.str()}.") from None
+
+
+def read_partition(
+    kafka_config: Mapping[str, Any],
+    topic: str,
+    partition: int,
+    *,
+    start_offset: int | None = None,
+    until_offset: int | None = None,
+    keep: Callable[[bytes], bool] | None = None,
+    timeout: float = 30.0,
+) -> PartitionRead:
+    """The committed records of ``topic[partition]`` in ``[start_offset, until_offset)`` whose
+    key ``keep`` accepts (all keyed records without ``keep``), in offset order.
+
+    ``start_offset`` defaults to the log start offset, ``until_offset`` to the current high
+    watermark. Reads with ``isolation.level=read_committed`` and waits until every record below
+    ``until_offset`` is decided (committed or aborted), i.e. until the partition's last stable
+    offset reaches it. Records without a key are skipped; tombstones are returned with
+    ``value=None``. The read may go past ``until_offset``; ``end_offset`` says how far it went
+    (``start_offset`` when ``until_offset <= start_offset``: nothing is read).
+
+    Raises:
+        InternalTopicError: the records below ``until_offset`` were not all decided within
+            ``timeout`` seconds (a transaction on the partition is still open), or the
+            partition could not be read.
+    """
+    if start_offset is None or until_offset is None:
+        admin = AdminClient(client_config(kafka_config))
+        if start_offset is None:
+            start_offset = log_start_offset(admin, topic, partition, timeout=timeout)
+        if until_offset is None:
+            until_offset = end_offset(admin, topic, partition, committed=False, timeout=timeout)
+    records: list[InternalRecord] = []
+    if until_offset <= start_offset:
+        return PartitionRead((), start_offset)
+    config = consumer_config(kafka_config, isolation_level="read_committed")
+    config.setdefault("fetch.wait.max.ms", 20)  # internal partitions are small: do not linger
+    consumer = Consumer(config)
+    deadline = time.monotonic() + timeout
+    try:
+        consumer.assign([TopicPartition(topic, partition, start_offset)])
+        while True:
+            if time.monotonic() > deadline:
+                raise InternalTopicError(
+                    f"{topic}[{partition}] did not become readable up to offset {until_offset} "
+                    f"within {timeout:.0f}s: a transaction on it is still open (the broker "
+                    "aborts a crashed producer's transaction after its transaction.timeout.ms). "
+                    "Retry after that."
+                )
+            msg = consumer.poll(0.2)
+            if msg is None:
+                continue
+            err, offset = msg.error(), msg.offset()
+            assert offset is not None
+            if err is not None:
+                if err.code() == KafkaError._PARTITION_EOF:
+                    if offset >= until_offset:
+                        return PartitionRead(tuple(records), offset)
+                    continue
+                raise InternalTopicError(f"could not read {topic}[{partition}]: {err.str()}.")
+            key, value = msg.key(), msg.value()
+            if isinstance(key, bytes) and (keep is None or keep(key)):
+                records.append(InternalRecord(key, value if isinstance(value, bytes) else None,
+                                              offset))
+            if offset + 1 >= until_offset:
+                return PartitionRead(tuple(records), offset + 1)
+    finally:
+        consumer.close()
