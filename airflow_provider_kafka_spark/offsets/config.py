@@ -1,15 +1,19 @@
 """The one place that turns a user's librdkafka config into a client config.
 
 The user config is the same dict as the ``extra`` JSON of Airflow's ``kafka`` connection.
-Secrets in it never reach a log line or an exception message: errors only name keys.
+Secrets in it never reach a log line or an exception message: errors only name keys, and the
+only values logged are those of the settings a consumer overrides (none of them secret).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
+
+log = logging.getLogger(__name__)
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
 ISOLATION_LEVELS: tuple[str, ...] = ("read_committed", "read_uncommitted")
@@ -26,6 +30,8 @@ _CONSUMER_OVERRIDES: dict[str, Any] = {
     "enable.partition.eof": True,
     "auto.offset.reset": "error",
 }
+# (key, repr of the user's value) pairs already warned about in this process.
+_warned_overrides: set[tuple[str, str]] = set()
 
 
 def check_isolation_level(isolation_level: str) -> IsolationLevel:
@@ -54,9 +60,38 @@ def client_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
 def consumer_config(
     kafka_config: Mapping[str, Any], *, isolation_level: str, group_id: str | None = None
 ) -> dict[str, Any]:
-    """Config for a bounded, ``assign()``-only consumer that never commits by itself."""
-    config = {**_CONSUMER_DEFAULTS, **client_config(kafka_config), **_CONSUMER_OVERRIDES}
-    config["isolation.level"] = check_isolation_level(isolation_level)
+    """Config for a bounded, ``assign()``-only consumer that never commits by itself.
+
+    The keys of ``_CONSUMER_OVERRIDES`` and ``isolation.level`` (from ``isolation_level``)
+    win over ``kafka_config``. A user value that differs is logged as a warning once per
+    key and value in a process (only these keys' values are ever logged).
+    """
+    user = client_config(kafka_config)
+    level = check_isolation_level(isolation_level)
+    for key, ours in _CONSUMER_OVERRIDES.items():
+        _warn_if_overridden(user, key, ours, "a bounded read uses {ours!r} (offsets move only "
+                            "through commit_offsets()); the setting is ignored. Remove it from "
+                            "the config (the Kafka connection's extra) to silence this warning.")
+    _warn_if_overridden(user, "isolation.level", level, "this consumer uses {ours!r}, its "
+                        "isolation_level argument; the setting is ignored. Choose the level with "
+                        "isolation_level= (of resolve_offsets / the resolve operator; the ranges "
+                        "carry it to the read) instead.")
+    config = {**_CONSUMER_DEFAULTS, **user, **_CONSUMER_OVERRIDES}
+    config["isolation.level"] = level
     # librdkafka requires a group.id for a consumer, even one that only uses assign().
     config["group.id"] = group_id or config.get("group.id") or "airflow-provider-kafka-spark"
     return config
+
+
+def _warn_if_overridden(user: Mapping[str, Any], key: str, ours: Any, consequence: str) -> None:
+    """Warn, once per ``(key, user value)``, that the user's ``key`` is replaced by ``ours``.
+
+    Values compare as case-insensitive text: ``"false"`` equals ``False``.
+    """
+    if key not in user or str(user[key]).strip().lower() == str(ours).lower():
+        return
+    seen = (key, repr(user[key]))
+    if seen in _warned_overrides:
+        return
+    _warned_overrides.add(seen)
+    log.warning("kafka_config sets %s=%r, but %s", key, user[key], consequence.format(ours=ours))
