@@ -9,6 +9,13 @@ from typing import Literal
 
 from airflow_provider_kafka_spark.offsets.errors import OffsetResolutionError, OffsetSpecError
 
+INTERNAL_TOPIC_PREFIX = "_kafka_spark_"
+"""The name prefix of the topics this package keeps its own state in: the exactly-once write's
+ledger (``_kafka_spark_ledger``) and the pinned run ranges (``_kafka_spark_pins``). A
+``topic_pattern`` never matches them, as it never matches Kafka's ``__`` topics. Name one with
+:meth:`Subscription.topics` to read it; a ledger or pins topic given another name is an
+ordinary topic to a pattern."""
+
 
 @dataclass(frozen=True)
 class Subscription:
@@ -34,7 +41,8 @@ class Subscription:
     def pattern(cls, regex: str) -> Subscription:
         """Every partition of each topic whose whole name matches ``regex``.
 
-        Internal topics (names starting with ``__``) are never matched.
+        Internal topics are never matched: Kafka's (names starting with ``__``) and this
+        package's (names starting with :data:`INTERNAL_TOPIC_PREFIX`, ``_kafka_spark_``).
         """
         if not isinstance(regex, str) or not regex:
             raise OffsetSpecError(f"topic_pattern must be a non-empty regex, got {regex!r}.")
@@ -68,7 +76,7 @@ class Subscription:
 
         Raises:
             OffsetResolutionError: a named topic or partition does not exist, or the pattern
-                matches no topic.
+                matches no topic (internal topics left out, see :meth:`pattern`).
         """
         if self.kind == "topics":
             missing = [t for t in self.topic_names if t not in partition_counts]
@@ -82,12 +90,16 @@ class Subscription:
             assert self.regex is not None
             compiled = re.compile(self.regex)
             matched = sorted(
-                t for t in partition_counts if not t.startswith("__") and compiled.fullmatch(t)
+                t for t in partition_counts
+                if not t.startswith(("__", INTERNAL_TOPIC_PREFIX)) and compiled.fullmatch(t)
             )
             if not matched:
                 raise OffsetResolutionError(
-                    f"topic_pattern {self.regex!r} matches no topic on the cluster "
-                    "(internal '__' topics are never matched)."
+                    f"topic_pattern {self.regex!r} matches no topic on the cluster. Patterns "
+                    "never match internal topics: names starting with '__' (Kafka's own) or "
+                    f"{INTERNAL_TOPIC_PREFIX!r} (this package's ledger and run pins). Fix the "
+                    "pattern (it must match whole names), or name an internal topic with "
+                    "topics= to read it."
                 )
             return [(t, p) for t in matched for p in range(partition_counts[t])]
         unknown = [
