@@ -1,9 +1,27 @@
 """The ledger of an exactly-once write: which Spark tasks of which write have committed.
 
-The ledger is a compacted Kafka topic. The task with partition index ``i`` of write ``w`` writes
-one record keyed ``<w>/<i>`` *inside the same Kafka transaction* as its output, so the record is
-committed if and only if the output is. All records of one write go to one ledger partition,
-chosen by a hash of the write id, so one partition read answers "what is done already".
+The ledger is a compacted Kafka topic (kept by
+:mod:`~airflow_provider_kafka_spark.offsets.internal_topics`). Task ``i`` of write ``w`` of the
+application whose ``transactional_id_prefix`` is ``p`` writes one record *inside the same
+Kafka transaction* as its output, so the record is committed if and only if the output is. A
+write's entries are those of exactly its own ``(p, w)``: two applications may use the same
+write id, and a write id may begin with another one and a slash. All records of one write id go
+to ledger partition ``crc32(w) % partitions``, so one partition read answers "what is done
+already".
+
+Format 2 (this version writes it)::
+
+    key    JSON array ["v2", p, w, i]   e.g. ["v2","orders","orders/clean/2024-05-04",3]
+    value  JSON object {"format": 2, "transactional_id_prefix": p, "write_id": w, "index": i,
+                        "num_partitions": ..., "records": ..., "topics": [...]}
+
+Format 1 (earlier versions) keyed the record ``<w>/<i>``, left ``transactional_id_prefix`` out
+of the value and chose the same partition. A format-1 entry does not say which application
+wrote it, so it counts as committed only when it cannot be another application's guess: its
+key is exactly ``<w>/<i>`` of this write id (never a longer id that starts with ``<w>/``), and
+the topics it records are exactly this write's ``topic=``. A warning says so when one is used.
+Any other format-1 entry of this write id (other topics, or a write routed by a ``topic``
+column) is ignored with a warning, and its task is written again.
 
 Reads use ``isolation.level=read_committed``: a record of an open or aborted transaction is
 never seen as done.
@@ -12,7 +30,9 @@ never seen as done.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+import logging
+import re
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +40,10 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.offsets import internal_topics
-from airflow_provider_kafka_spark.offsets.internal_topics import InternalTopicError
+from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord, InternalTopicError
 from airflow_provider_kafka_spark.spark.write_errors import LedgerError
+
+log = logging.getLogger(__name__)
 
 # Partitions of a ledger topic we create. Writes spread over them by hash of the write id.
 LEDGER_PARTITIONS = 8
@@ -31,42 +53,106 @@ LEDGER_PARTITIONS = 8
 # run) and still finds its committed tasks. Keys are never reused, so compaction only removes
 # records of aborted transactions and transaction markers.
 
+_KEY_TAG = "v2"
+_LEGACY_INDEX = re.compile(r"0|[1-9][0-9]*")
+
+
+@dataclass(frozen=True)
+class LedgerKey:
+    """Which task a ledger record is about: task ``index`` of ``write_id`` of the application
+    with ``transactional_id_prefix`` (``None``: a format-1 key, which does not record it)."""
+
+    transactional_id_prefix: str | None
+    write_id: str
+    index: int
+
+    def encode(self) -> bytes:
+        """``["v2", prefix, write_id, index]`` as compact JSON; ``<write_id>/<index>`` for a
+        format-1 key."""
+        if self.transactional_id_prefix is None:
+            return f"{self.write_id}/{self.index}".encode()
+        return json.dumps([_KEY_TAG, self.transactional_id_prefix, self.write_id, self.index],
+                          separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> LedgerKey | None:
+        """The key ``raw`` encodes, in either format; ``None`` if it is no ledger key."""
+        try:
+            text = raw.decode()
+        except UnicodeDecodeError:
+            return None
+        if text.startswith(f'["{_KEY_TAG}",'):
+            try:
+                parts = json.loads(text)
+            except ValueError:
+                parts = None
+            if (isinstance(parts, list) and len(parts) == 4 and isinstance(parts[1], str)
+                    and isinstance(parts[2], str) and type(parts[3]) is int and parts[3] >= 0):
+                return cls(parts[1], parts[2], parts[3])
+        write_id, slash, index = text.rpartition("/")
+        if not slash or not _LEGACY_INDEX.fullmatch(index):
+            return None
+        return cls(None, write_id, int(index))
+
+    def belongs_to(self, transactional_id_prefix: str, write_id: str) -> bool:
+        """Whether this key may be one of the write ``(transactional_id_prefix, write_id)``:
+        its own format-2 key, or a format-1 key of exactly ``write_id``."""
+        return self.write_id == write_id and \
+            self.transactional_id_prefix in (transactional_id_prefix, None)
+
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One committed Spark task of one write."""
+    """One committed Spark task of one write; ``transactional_id_prefix`` is ``None`` for a
+    format-1 entry."""
 
+    transactional_id_prefix: str | None
     write_id: str
     index: int
     num_partitions: int
     records: int
     topics: tuple[str, ...]
 
-    def key(self) -> bytes:
-        return ledger_key(self.write_id, self.index)
+    def key(self) -> LedgerKey:
+        """The key of this entry's ledger record."""
+        return LedgerKey(self.transactional_id_prefix, self.write_id, self.index)
 
     def value(self) -> bytes:
-        return json.dumps(
-            {
-                "write_id": self.write_id,
-                "index": self.index,
-                "num_partitions": self.num_partitions,
-                "records": self.records,
-                "topics": list(self.topics),
-            },
-            sort_keys=True,
-        ).encode()
+        """The value of this entry's ledger record (JSON, see the module doc)."""
+        doc: dict[str, Any] = {
+            "write_id": self.write_id,
+            "index": self.index,
+            "num_partitions": self.num_partitions,
+            "records": self.records,
+            "topics": list(self.topics),
+        }
+        if self.transactional_id_prefix is not None:
+            doc.update(format=2, transactional_id_prefix=self.transactional_id_prefix)
+        return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
     def from_value(cls, value: bytes) -> LedgerEntry:
-        doc = json.loads(value)
-        return cls(
-            write_id=doc["write_id"],
-            index=int(doc["index"]),
-            num_partitions=int(doc["num_partitions"]),
-            records=int(doc["records"]),
-            topics=tuple(doc["topics"]),
-        )
+        """The entry a ledger record's value holds, in either format.
+
+        Raises:
+            LedgerError: ``value`` is not a ledger entry.
+        """
+        try:
+            doc = json.loads(value)
+            return cls(
+                transactional_id_prefix=doc.get("transactional_id_prefix"),
+                write_id=doc["write_id"],
+                index=int(doc["index"]),
+                num_partitions=int(doc["num_partitions"]),
+                records=int(doc["records"]),
+                topics=tuple(doc["topics"]),
+            )
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise LedgerError(
+                f"a ledger record's value is not a ledger entry ({type(exc).__name__}: {exc}); "
+                "the ledger topic holds records this package did not write. Pass a "
+                "ledger_topic= that only write_kafka writes to."
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -77,14 +163,75 @@ class LedgerView:
     end_offset: int
 
 
-def ledger_key(write_id: str, index: int) -> bytes:
-    """The ledger key of task ``index`` of ``write_id``: ``<write_id>/<index>``."""
-    return f"{write_id}/{index}".encode()
-
-
 def ledger_partition(write_id: str, num_partitions: int) -> int:
-    """The ledger partition holding every record of ``write_id`` (stable CRC-32 hash)."""
+    """The ledger partition holding every record of ``write_id``: ``crc32(write_id) %
+    num_partitions``, as in format 1, so a write finds its format-1 entries. The prefix is not
+    part of it: applications sharing a write id share a partition, each reading its own keys."""
     return internal_topics.partition_for(write_id, num_partitions)
+
+
+def committed_entries(
+    records: Iterable[InternalRecord],
+    *,
+    transactional_id_prefix: str,
+    write_id: str,
+    output_topic: str | None,
+) -> dict[int, LedgerEntry]:
+    """The committed tasks of the write ``(transactional_id_prefix, write_id)`` among ledger
+    ``records`` (in offset order), by partition index.
+
+    The newest record of a key wins; a tombstone (``value=None``) forgets the task. The write's
+    format-2 entries always count. A format-1 entry of exactly ``write_id`` counts, with a
+    warning, only when ``output_topic`` (the write's ``topic=``; ``None`` when rows are routed
+    by a ``topic`` column) is given and the entry's topics are exactly ``[output_topic]``;
+    otherwise it is ignored with a warning. Records of any other key are ignored silently.
+
+    Raises:
+        LedgerError: a record's value is not a ledger entry or disagrees with its key.
+    """
+    current: dict[int, LedgerEntry] = {}
+    legacy: dict[int, LedgerEntry] = {}
+    for record in records:
+        key = LedgerKey.decode(record.key)
+        if key is None or not key.belongs_to(transactional_id_prefix, write_id):
+            continue
+        found = legacy if key.transactional_id_prefix is None else current
+        if record.value is None:
+            found.pop(key.index, None)
+            continue
+        entry = LedgerEntry.from_value(record.value)
+        if entry.key() != key:
+            raise LedgerError(
+                f"the ledger record at offset {record.offset} has the key {key} but its value "
+                f"is about {entry.key()}; the ledger topic holds records this package did not "
+                "write. Pass a ledger_topic= that only write_kafka writes to."
+            )
+        found[key.index] = entry
+    unclaimed = {i: e for i, e in legacy.items() if i not in current}
+    if output_topic is not None:
+        used = sorted(i for i, e in unclaimed.items() if e.topics == (output_topic,))
+    else:
+        used = []
+    if used:
+        log.warning(
+            "ledger: using format-1 entries (written by an earlier version of this package, "
+            "without transactional_id_prefix) of tasks %s of write_id %r: they record exactly "
+            "this write's topic %r, so these tasks count as committed. Format-1 entries cannot "
+            "tell applications apart; if another application wrote %r under the same write_id, "
+            "re-run this write with a new write_id.",
+            used, write_id, output_topic, output_topic)
+    ignored = sorted(set(unclaimed) - set(used))
+    if ignored:
+        target = (f"topic={output_topic!r}" if output_topic is not None
+                  else "the topics of its 'topic' column")
+        log.warning(
+            "ledger: ignoring format-1 entries (written by an earlier version of this package, "
+            "without transactional_id_prefix) of tasks %s of write_id %r: they record the "
+            "topics %s, not exactly this write's %s, so they may be another application's. "
+            "These tasks are written again; if an earlier version of this very write committed "
+            "them, their rows appear twice.",
+            ignored, write_id, sorted({unclaimed[i].topics for i in ignored}), target)
+    return {**current, **{i: unclaimed[i] for i in used}}
 
 
 @contextmanager
@@ -129,30 +276,35 @@ def read_ledger(
     kafka_config: Mapping[str, Any],
     topic: str,
     partition: int,
-    write_id: str,
     *,
+    transactional_id_prefix: str,
+    write_id: str,
+    output_topic: str | None,
     start_offset: int,
     until_offset: int,
     timeout: float,
 ) -> LedgerView:
-    """Read the committed ledger records of ``write_id`` in ``[start_offset, until_offset)``.
+    """The committed tasks of the write ``(transactional_id_prefix, write_id)`` whose ledger
+    records lie in ``[start_offset, until_offset)`` of ``topic[partition]``.
 
-    Reads with ``isolation.level=read_committed`` and waits until every record below
-    ``until_offset`` is decided (committed or aborted), i.e. until the partition's last stable
-    offset reaches ``until_offset``.
+    Which entries count is :func:`committed_entries`' rule (``output_topic`` is the write's
+    ``topic=``, ``None`` for a ``topic`` column). Reads with ``isolation.level=read_committed``
+    and waits until every record below ``until_offset`` is decided (committed or aborted), i.e.
+    until the partition's last stable offset reaches ``until_offset``.
 
     Raises:
         LedgerError: the records below ``until_offset`` were not all decided within
-            ``timeout`` seconds (an open transaction on the ledger partition), or a read error.
+            ``timeout`` seconds (an open transaction on the ledger partition), a read error, or
+            a record this package did not write.
     """
-    prefix = f"{write_id}/".encode()
+    def keep(raw: bytes) -> bool:
+        key = LedgerKey.decode(raw)
+        return key is not None and key.belongs_to(transactional_id_prefix, write_id)
+
     with _ledger_errors():
         read = internal_topics.read_partition(
             kafka_config, topic, partition, start_offset=start_offset, until_offset=until_offset,
-            keep=lambda key: key.startswith(prefix), timeout=timeout)
-    entries: dict[int, LedgerEntry] = {}
-    for record in read.records:
-        if record.value is not None:
-            entry = LedgerEntry.from_value(record.value)
-            entries[entry.index] = entry
+            keep=keep, timeout=timeout)
+    entries = committed_entries(read.records, transactional_id_prefix=transactional_id_prefix,
+                                write_id=write_id, output_topic=output_topic)
     return LedgerView(entries, read.end_offset)

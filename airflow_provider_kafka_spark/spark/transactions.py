@@ -9,7 +9,8 @@ built on the driver, so the same code runs in a Spark Python worker and in a pla
     init_transactions()            fences every older producer of transactional.id <prefix>-<h>-<i>
                                    and completes or aborts its transaction
     read the ledger tail           (read_committed) up to the high watermark seen after the fence
-    if <write_id>/<i> is there:    skip - an earlier attempt committed this task
+    if (prefix, write_id, i)       skip - an earlier attempt committed this task
+      is there:
     begin_transaction()
     produce the rows               counting them; fewer than the partition holds -> abort
     produce the ledger record      last, so the ledger partition is held back only briefly
@@ -271,6 +272,7 @@ def _write_exactly_once(
     if index in plan.committed:
         return TaskOutcome(index, 0, True, ())
     assert plan.ledger_topic is not None and plan.write_id is not None
+    assert plan.transactional_id_prefix is not None
     tid = plan.transactional_id(index)
     producer = Producer(producer_config(
         plan.kafka_config, "exactly_once", transactional_id=tid,
@@ -282,8 +284,9 @@ def _write_exactly_once(
     high = ledger_end_offset(admin_client(plan.kafka_config), plan.ledger_topic,
                              plan.ledger_partition, committed=False)
     view = read_ledger(plan.kafka_config, plan.ledger_topic, plan.ledger_partition,
-                       plan.write_id, start_offset=plan.ledger_offset, until_offset=high,
-                       timeout=timeout)
+                       transactional_id_prefix=plan.transactional_id_prefix,
+                       write_id=plan.write_id, output_topic=plan.topic,
+                       start_offset=plan.ledger_offset, until_offset=high, timeout=timeout)
     if index in view.entries:
         log.info("task %d of write %r was committed by an earlier attempt; skipping",
                  index, plan.write_id)
@@ -304,9 +307,9 @@ def _write_exactly_once(
                     "deterministic per partition. The transaction is aborted; Spark's task "
                     "retry or a re-run of the write writes the partition."
                 )
-            entry = LedgerEntry(plan.write_id, index, plan.num_partitions, records,
-                                tuple(sorted(topics)))
-            producer.produce(plan.ledger_topic, entry.value(), entry.key(),
+            entry = LedgerEntry(plan.transactional_id_prefix, plan.write_id, index,
+                                plan.num_partitions, records, tuple(sorted(topics)))
+            producer.produce(plan.ledger_topic, entry.value(), entry.key().encode(),
                              plan.ledger_partition)
             _commit(producer, tid, timeout)
             return TaskOutcome(index, records, False, entry.topics)

@@ -122,7 +122,9 @@ def write_kafka(
         ``retry_buffer_bytes`` per task). ``init_transactions_timeout_s`` bounds each task's
         ``init_transactions()``. ``transactional_id_prefix`` must be non-empty and unique per
         application on the cluster; ``write_id`` must stay the same across retries and re-runs
-        of the same write (see ``docs/exactly-once.md``).
+        of the same write. A write counts only the ledger entries of exactly its own
+        ``(transactional_id_prefix, write_id)``; entries of earlier versions (ledger format 1)
+        count only under the narrow rule in ``docs/exactly-once.md``.
 
     Raises:
         WriteConfigError: bad arguments or columns (before anything is written).
@@ -201,13 +203,16 @@ def prepare_exactly_once(
     # The driver's view is an optimisation (skip tasks known to be done); every task re-checks
     # the ledger after fencing, so reading only up to the current last stable offset is enough.
     stable = ledger_end_offset(admin, ledger_topic, partition, committed=True)
-    view = read_ledger(kafka_config, ledger_topic, partition, write_id,
+    view = read_ledger(kafka_config, ledger_topic, partition,
+                       transactional_id_prefix=transactional_id_prefix, write_id=write_id,
+                       output_topic=topic,
                        start_offset=ledger_start_offset(admin, ledger_topic, partition),
                        until_offset=stable, timeout=transaction_timeout_ms / 1000 + 30)
     other = {e.num_partitions for e in view.entries.values()} - {num_partitions}
     if other:
         raise LedgerError(
-            f"write_id {write_id!r} was started on a DataFrame with {other.pop()} partitions but "
+            f"write_id {write_id!r} of transactional_id_prefix {transactional_id_prefix!r} was "
+            f"started on a DataFrame with {other.pop()} partitions but "
             f"this DataFrame has {num_partitions}. A re-run must produce the same partitions; "
             "use a new write_id for a different DataFrame."
         )

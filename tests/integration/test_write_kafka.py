@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import threading
 import uuid
+import zlib
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from airflow_provider_kafka_spark.spark.transactions import write_partition
 from airflow_provider_kafka_spark.spark.write import prepare_exactly_once, write_kafka
@@ -215,3 +219,134 @@ def test_a_zombie_with_the_same_prefix_and_write_id_is_fenced_and_rows_appear_on
     third = write_partition(plan, 0, partition_batches(0, rows, batch_rows=100))
     assert third.skipped and third.records == 0
     assert Counter(r.key for r in read_committed(kafka_config, topic)) == expected_keys(1, rows)
+
+
+def _ledger(new_topic: Any, partitions: int = 1) -> str:
+    """A fresh compacted ledger topic, so that the literal write ids below never meet the
+    entries of an earlier test run."""
+    return new_topic(partitions=partitions, prefix="ledger", **{"cleanup.policy": "compact"})
+
+
+def _keyed_df(spark: Any, rows: int, partitions: int) -> Any:
+    """Rows ``k0..k<rows-1>``; partition ``i`` holds a contiguous block of them."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, rows, numPartitions=partitions)
+    return df.select(F.concat(F.lit("k"), df.id).alias("key"),
+                     F.concat(F.lit("v"), df.id).alias("value"))
+
+
+def _keys(kafka_config: dict[str, Any], topic: str) -> Counter[bytes | None]:
+    return Counter(r.key for r in read_committed(kafka_config, topic))
+
+
+def _expected_keys(ids: range, copies: int = 1) -> Counter[bytes | None]:
+    return Counter({f"k{i}".encode(): copies for i in ids})
+
+
+def test_two_applications_with_the_same_write_id_each_write_their_own_rows(
+    spark: Any, kafka_config: dict[str, Any], new_topic: Any
+) -> None:
+    """Two applications (own prefixes, own topics) both name their write ``2024-05-01``: the
+    ledger keeps their tasks apart."""
+    ledger, out_a, out_b = _ledger(new_topic), new_topic(partitions=2), new_topic(partitions=2)
+    df = _keyed_df(spark, 10, partitions=2)
+
+    a = write_kafka(df, kafka_config, topic=out_a, transactional_id_prefix="app-a",
+                    write_id="2024-05-01", ledger_topic=ledger)
+    b = write_kafka(df, kafka_config, topic=out_b, transactional_id_prefix="app-b",
+                    write_id="2024-05-01", ledger_topic=ledger)
+    b_again = write_kafka(df, kafka_config, topic=out_b, transactional_id_prefix="app-b",
+                          write_id="2024-05-01", ledger_topic=ledger)
+
+    assert (a.records_written, a.skipped_tasks, a.topics) == (10, (), (out_a,))
+    assert (b.records_written, b.skipped_tasks, b.topics) == (10, (), (out_b,))
+    assert (b_again.records_written, b_again.skipped_tasks, b_again.topics) == \
+        (0, (0, 1), (out_b,))
+    assert _keys(kafka_config, out_a) == _expected_keys(range(10))
+    assert _keys(kafka_config, out_b) == _expected_keys(range(10))
+
+
+def test_a_write_id_that_is_a_prefix_of_an_earlier_write_id_is_a_different_write(
+    spark: Any, kafka_config: dict[str, Any], new_topic: Any
+) -> None:
+    """``orders/clean`` is not ``orders/clean/2024-05-04``, though the one starts with the other
+    and a slash (both in the same ledger partition here: the ledger has one)."""
+    ledger, out = _ledger(new_topic), new_topic(partitions=1)
+    df = _keyed_df(spark, 10, partitions=2)
+
+    daily = write_kafka(df, kafka_config, topic=out, transactional_id_prefix="orders",
+                        write_id="orders/clean/2024-05-04", ledger_topic=ledger)
+    whole = write_kafka(df, kafka_config, topic=out, transactional_id_prefix="orders",
+                        write_id="orders/clean", ledger_topic=ledger)
+
+    assert (daily.records_written, daily.skipped_tasks) == (10, ())
+    assert (whole.records_written, whole.skipped_tasks) == (10, ())
+    assert _keys(kafka_config, out) == _expected_keys(range(10), copies=2)
+
+
+def _legacy_entry(write_id: str, index: int, num_partitions: int, records: int,
+                  topics: list[str]) -> tuple[bytes, bytes]:
+    """A ledger record as versions before ledger format 2 wrote it, spelled out by hand."""
+    value = {"write_id": write_id, "index": index, "num_partitions": num_partitions,
+             "records": records, "topics": topics}
+    return f"{write_id}/{index}".encode(), json.dumps(value, sort_keys=True).encode()
+
+
+def _write_legacy_ledger(kafka_config: dict[str, Any], ledger: str, partition: int,
+                         entries: list[tuple[bytes, bytes]]) -> None:
+    producer = Producer(kafka_config)
+    for key, value in entries:
+        producer.produce(ledger, value, key, partition)
+    assert producer.flush(30) == 0
+
+
+def test_a_legacy_ledger_entry_of_the_same_write_id_and_exactly_its_topic_is_used(
+    spark: Any, kafka_config: dict[str, Any], new_topic: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Format-1 entries (no prefix recorded) sit in partition crc32(write_id) % partitions.
+    One of this very write id naming exactly this write's topic counts as committed, with a
+    warning; one of a longer write id that merely starts with ``<write_id>/`` never counts."""
+    ledger, out = _ledger(new_topic, partitions=8), new_topic(partitions=1)
+    write_id = "2024-05-02"
+    _write_legacy_ledger(kafka_config, ledger, zlib.crc32(write_id.encode()) % 8, [
+        _legacy_entry(write_id, 0, 2, 10, [out]),
+        _legacy_entry(f"{write_id}/backfill", 1, 2, 10, [out]),
+    ])
+    caplog.set_level(logging.WARNING, logger="airflow_provider_kafka_spark")
+
+    result = write_kafka(_keyed_df(spark, 20, partitions=2), kafka_config, topic=out,
+                         transactional_id_prefix="app-legacy", write_id=write_id,
+                         ledger_topic=ledger)
+
+    assert result.skipped_tasks == (0,)
+    assert result.records_per_task == {1: 10}
+    assert result.topics == (out,)
+    assert _keys(kafka_config, out) == _expected_keys(range(10, 20))
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("format-1" in w and "tasks [0]" in w and repr(write_id) in w
+               for w in warnings), warnings
+
+
+def test_a_legacy_ledger_entry_naming_other_topics_or_for_a_topic_column_is_ignored(
+    kafka_config: dict[str, Any], new_topic: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A format-1 entry that cannot be told apart from another application's is not taken:
+    its task is written again (a warning says so)."""
+    ledger, out, other = _ledger(new_topic), new_topic(partitions=1), new_topic(partitions=1)
+    write_id = "2024-05-03"
+    _write_legacy_ledger(kafka_config, ledger, 0, [
+        _legacy_entry(write_id, 0, 2, 10, [other]),
+        _legacy_entry(write_id, 1, 2, 10, [out, other]),
+    ])
+    caplog.set_level(logging.WARNING, logger="airflow_provider_kafka_spark")
+
+    def committed(topic: str | None) -> frozenset[int]:
+        return prepare_exactly_once(
+            kafka_config, topic=topic, transactional_id_prefix="app-legacy", write_id=write_id,
+            num_partitions=2, ledger_topic=ledger, transaction_timeout_ms=30000).committed
+
+    assert committed(out) == frozenset()
+    assert committed(None) == frozenset()  # a topic column: the targets are not known
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert sum("ignoring format-1" in w and "tasks [0, 1]" in w for w in warnings) == 2, warnings

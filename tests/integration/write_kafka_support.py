@@ -61,8 +61,11 @@ def read_committed(config: dict[str, Any], topic: str, timeout: float = 60.0,
     tps = {TopicPartition(topic, p): OffsetSpec.latest() for p in range(partitions)}
     highs = {tp.partition: f.result(timeout=30).offset for tp, f in
              admin.list_offsets(tps, isolation_level=IsolationLevel.READ_UNCOMMITTED).items()}
+    # auto.offset.reset=error: a fetch refused as out of range fails the read instead of
+    # silently jumping to the end (and returning too few records).
     consumer = Consumer({**config, "group.id": "write-kafka-tests", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "isolation.level": isolation_level})
+                         "enable.partition.eof": True, "isolation.level": isolation_level,
+                         "auto.offset.reset": "error"})
     pending = {p for p, high in highs.items() if high > 0}
     consumer.assign([TopicPartition(topic, p, 0) for p in pending])
     records: list[Record] = []
