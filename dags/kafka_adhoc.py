@@ -36,6 +36,9 @@ with DAG(
                              description="Folder to (over)write, e.g. /data/adhoc/orders-may."),
         "output_format": Param("parquet", enum=["parquet", "json", "orc"],
                                description="Spark file format."),
+        "re_resolve": Param(False, type="boolean",
+                            description="Resolve the specs again when this run is cleared, "
+                                        "instead of re-reading the slice it first resolved."),
     },
     tags=["kafka", "spark", "example"],
 ) as dag:

@@ -8,9 +8,9 @@ commits the stop offsets. A failed run commits nothing, so the next run reads th
 again: at-least-once across runs, never a gap.
 
 The output folder is named after the moment the ranges were resolved (read from the resolve
-task's XCom): a retry of ``ingest`` reads the same ranges and overwrites the same folder, while
-clearing the whole run resolves again (from the offsets committed so far) into a new folder, so
-no earlier batch is overwritten with different records.
+task's XCom). The first resolution of each run is pinned, so a retry of ``ingest`` or a clear
+of the whole run reads the same ranges and overwrites the same folder with the same records;
+the re-run's commit leaves the group where newer runs moved it.
 """
 
 from __future__ import annotations
@@ -62,8 +62,10 @@ with DAG(
     ingest = KafkaSparkIngestOperator(
         task_id="ingest",
         ranges=resolve_offsets.output,
+        # One folder per run, named by its pinned resolution time (without ':', which Hadoop
+        # paths cannot hold in a key=value folder name), so a cleared run overwrites its own.
         output_path="{{ params.output_root }}/resolved_at="
-                    "{{ ti.xcom_pull(task_ids='resolve_offsets')['resolved_at'] }}",
+                    "{{ ti.xcom_pull(task_ids='resolve_offsets')['resolved_at'] | replace(':', '') }}",
     )
     commit_offsets = KafkaCommitOffsetsOperator(
         task_id="commit_offsets",

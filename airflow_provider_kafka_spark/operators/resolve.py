@@ -13,6 +13,7 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
 )
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level
+from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey, pin_ranges, pinned_ranges
 from airflow_provider_kafka_spark.operators.base import (
     SUBSCRIPTION_FIELDS,
     KafkaSparkBaseOperator,
@@ -27,9 +28,15 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
     """Resolve ``start`` and ``stop`` to one ``[start, stop)`` offset range per partition.
 
     The result (``OffsetRanges.to_dict()``) is the task's XCom ``return_value``; the ingest and
-    commit tasks read it, so a retry of either reads exactly the same records. Clearing this
-    task resolves again: with the default timestamp specs that gives the same ranges unless
-    records were added inside the interval or deleted by retention since.
+    commit tasks read it, so a retry of either reads exactly the same records.
+
+    **Runs are reproducible.** The first resolution of a run (``dag_id``, ``task_id``,
+    ``run_id``, ``map_index``) is pinned in the compacted Kafka topic ``pins_topic``; every
+    later try of this task in that run, including after a clear of the task or of the whole
+    run, returns the pinned ranges (logged as such), even when ``latest`` or ``committed``
+    now answer differently. So a cleared run reads, and writes, exactly what it did the first
+    time. Resolving a run again is an explicit choice: ``re_resolve=True`` or the run's Param
+    ``re_resolve`` (then the new ranges are pinned).
 
     Where each spec comes from, first match wins:
 
@@ -55,6 +62,12 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
     :param isolation_level: ``read_committed`` (default) or ``read_uncommitted``.
     :param on_data_loss: ``fail`` (default) when a range starts below the log start offset,
         or ``skip`` to start at the log start and record the loss in the ranges.
+    :param on_open_transaction: ``fail`` (default: ``IntervalNotCompleteError``, so Airflow's
+        retries wait) when an open transaction holds back a ``timestamp:`` stop, or
+        ``truncate`` to stop at the last stable offset and record the cut in the ranges.
+    :param re_resolve: resolve again even when this run has pinned ranges (also the Param
+        ``re_resolve``).
+    :param pins_topic: the compacted topic holding pinned run ranges.
     :param timeout: seconds to wait for the cluster's answers.
     """
 
@@ -72,6 +85,9 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
         group_id: str | None = None,
         isolation_level: str = "read_committed",
         on_data_loss: str = "fail",
+        on_open_transaction: str = "fail",
+        re_resolve: bool = False,
+        pins_topic: str = PINS_TOPIC,
         timeout: float = 30.0,
         **kwargs: Any,
     ) -> None:
@@ -86,23 +102,50 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
                 f"on_data_loss={on_data_loss!r} is not valid; use 'fail' or 'skip'."
             )
         self.on_data_loss = on_data_loss
+        if on_open_transaction not in ("fail", "truncate"):
+            raise OffsetSpecError(
+                f"on_open_transaction={on_open_transaction!r} is not valid; use 'fail' or "
+                "'truncate'."
+            )
+        self.on_open_transaction = on_open_transaction
+        self.re_resolve = re_resolve
+        self.pins_topic = pins_topic
         self.timeout = timeout
 
     def execute(self, context: Any) -> dict[str, Any]:
         start, stop = self.specs(context)
         subscription = self.subscription()
+        kafka_config = self.kafka_hook.get_kafka_config()
+        run = RunKey(self.dag_id, self.task_id, context["run_id"],
+                     getattr(context.get("ti"), "map_index", -1))
+        params = context.get("params") or {}
+        if params.get("re_resolve") or self.re_resolve:
+            self.log.info("Resolving %s again (re_resolve): new ranges replace the pinned ones.",
+                          run)
+        else:
+            pinned = pinned_ranges(kafka_config, run, topic=self.pins_topic,
+                                   timeout=self.timeout)
+            if pinned is not None:
+                self.log.info(
+                    "Using the ranges pinned by the first resolution of this run (%s, resolved "
+                    "at %s), not resolving %s .. %s again; pass re_resolve=True or the Param "
+                    "re_resolve to resolve anew:\n%s", run, pinned.resolved_at.isoformat(),
+                    start, stop, ranges_table(pinned))
+                return pinned.to_dict()
         self.log.info("Resolving %s from %s to %s", subscription, start, stop)
         ranges = resolve_offsets(
-            self.kafka_hook.get_kafka_config(),
+            kafka_config,
             subscription,
             start,
             stop,
             group_id=self.group_id or None,
             isolation_level=self.isolation_level,
             on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
+            on_open_transaction=self.on_open_transaction,  # type: ignore[arg-type]
             timeout=self.timeout,
         )
-        self.log.info("Resolved %d partition(s), %d offset(s):\n%s",
+        pin_ranges(kafka_config, run, ranges, topic=self.pins_topic, timeout=self.timeout)
+        self.log.info("Resolved and pinned %d partition(s), %d offset(s):\n%s",
                       len(ranges), ranges.total(), ranges_table(ranges))
         return ranges.to_dict()
 

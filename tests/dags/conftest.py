@@ -58,12 +58,15 @@ def kafka_connection(kafka_config: dict[str, Any]) -> Iterator[None]:
 @pytest.fixture
 def run_dag(airflow_db: Path, kafka_connection: None, spark: Any
             ) -> Callable[..., DagRunOutcome]:
-    """``run_dag(dag_id, logical_date=..., conf={...}, edit=callable(dag))`` runs a fresh copy of
-    the DAG file once with ``dag.test()`` (no retries) and returns its outcome; ``errors`` maps
-    each failed task to its exception text."""
+    """``run_dag(dag_id, logical_date=..., conf={...}, edit=callable(dag), run_after=...)`` runs a
+    fresh copy of the DAG file once with ``dag.test()`` (no retries) and returns its outcome;
+    ``errors`` maps each failed task to its exception text. The run id is
+    ``manual__<run_after>`` (default: now): the same ``run_after`` again replaces that run and
+    its XCom, as a clear of the whole run does."""
 
     def run(dag_id: str, *, logical_date: datetime | None, conf: dict[str, Any],
-            edit: Callable[[Any], None] | None = None) -> DagRunOutcome:
+            edit: Callable[[Any], None] | None = None,
+            run_after: datetime | None = None) -> DagRunOutcome:
         from airflow.dag_processing.dagbag import DagBag
         from airflow.models.xcom import XComModel
         from airflow.utils.session import create_session
@@ -81,7 +84,7 @@ def run_dag(airflow_db: Path, kafka_connection: None, spark: Any
             task.on_failure_callback = [record]
         if edit is not None:
             edit(dag)
-        dag_run = dag.test(logical_date=logical_date, run_conf=conf)
+        dag_run = dag.test(logical_date=logical_date, run_conf=conf, run_after=run_after)
         with create_session() as session:
             states = {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances(session=session)}
             rows = session.query(XComModel).filter(

@@ -20,6 +20,7 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
     timestamp_stops,
 )
+from airflow_provider_kafka_spark.offsets.pins import RunKey, pin_ranges, pinned_ranges
 from airflow_provider_kafka_spark.offsets.resolve import retry_coordinator
 from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
@@ -179,3 +180,19 @@ def test_transient_coordinator_errors_are_retried_within_the_deadline():
     with pytest.raises(KafkaException):
         retry_coordinator(broken, "test", deadline=time.monotonic() + 10)
     assert time.monotonic() - started < 1
+
+
+def test_pins_are_kept_per_run_and_the_newest_wins(kafka_config):
+    prefix = uuid.uuid4().hex[:8]
+    first = RunKey(f"{prefix}/a", "b", "run")
+    other = RunKey(prefix, "a/b", "run")  # the same text joined with '/': another run
+    mapped = RunKey(f"{prefix}/a", "b", "run", map_index=0)
+    assert pinned_ranges(kafka_config, first) is None
+    ranges = OffsetRanges((PartitionRange("t", 0, 1, 5),), starting="latest", stopping="latest")
+    pin_ranges(kafka_config, first, ranges)
+    assert pinned_ranges(kafka_config, first) == ranges
+    assert pinned_ranges(kafka_config, other) is None
+    assert pinned_ranges(kafka_config, mapped) is None
+    newer = OffsetRanges((PartitionRange("t", 0, 5, 9),))
+    pin_ranges(kafka_config, first, newer)
+    assert pinned_ranges(kafka_config, first) == newer

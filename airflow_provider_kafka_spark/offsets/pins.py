@@ -1,0 +1,111 @@
+"""Pinned run ranges: the first resolution of a run, kept in Kafka so every later try reuses it.
+
+A scheduler's run (in Airflow: ``dag_id``, ``task_id``, ``run_id``, ``map_index``) resolves its
+offset specs once; :func:`pin_ranges` stores the result in the compacted topic
+``_kafka_spark_pins`` (created on first use) and :func:`pinned_ranges` finds it again. A retry,
+a cleared task or a cleared run therefore reads exactly the slice its first try read, even with
+``latest`` or ``committed`` specs whose answers have moved on since. Re-resolving is an
+explicit choice of the caller, who pins the new result over the old one.
+
+Each run's records live in one partition of the pins topic, chosen by a hash of the run key,
+and the newest record of a key wins. Compaction keeps the newest record of every key forever,
+so a run can be cleared years later; a lookup reads its pins partition from the log start,
+which costs about one record per run that ever hashed there.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, Producer
+
+from airflow_provider_kafka_spark.offsets.config import client_config
+from airflow_provider_kafka_spark.offsets.internal_topics import (
+    InternalTopicError,
+    ensure_compacted_topic,
+    partition_for,
+    read_partition,
+)
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
+from airflow_provider_kafka_spark.offsets.resolve import admin_client
+
+PINS_TOPIC = "_kafka_spark_pins"
+"""The default compacted topic of pinned run ranges."""
+
+PINS_PARTITIONS = 8
+"""Partitions of a pins topic this package creates."""
+
+_KEY_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """Which run a pin belongs to. ``map_index`` is -1 for an unmapped task."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    map_index: int = -1
+
+    def encode(self) -> bytes:
+        """The record key: a JSON array, unambiguous whatever characters the ids hold."""
+        return json.dumps([_KEY_VERSION, self.dag_id, self.task_id, self.run_id,
+                           self.map_index]).encode()
+
+    def __str__(self) -> str:
+        mapped = f"[{self.map_index}]" if self.map_index >= 0 else ""
+        return f"{self.dag_id}/{self.task_id}{mapped} run {self.run_id}"
+
+
+def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey, *, topic: str = PINS_TOPIC,
+                  timeout: float = 30.0) -> OffsetRanges | None:
+    """The ranges pinned for ``run``, or ``None`` when it has none (its first resolution).
+
+    Raises:
+        InternalTopicError: the pins topic could not be created or read.
+    """
+    admin = admin_client(kafka_config)
+    partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
+                                        timeout=timeout)
+    key = run.encode()
+    read = read_partition(kafka_config, topic, partition_for(key.decode(), partitions),
+                          keep=lambda k: k == key, timeout=timeout)
+    if not read.records or read.records[-1].value is None:
+        return None
+    try:
+        return OffsetRanges.from_json(read.records[-1].value)
+    except ValueError as exc:
+        raise InternalTopicError(
+            f"the ranges pinned for {run} in {topic!r} cannot be read ({exc}); they were "
+            "written by another version of this package. Re-resolve the run explicitly "
+            "(re_resolve=True) to pin new ranges."
+        ) from None
+
+
+def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRanges, *,
+               topic: str = PINS_TOPIC, timeout: float = 30.0) -> None:
+    """Store ``ranges`` as the pinned ranges of ``run`` (replacing earlier ones), durably:
+    returns once every in-sync replica has the record.
+
+    Raises:
+        InternalTopicError: the pins topic could not be created or written.
+    """
+    admin = admin_client(kafka_config)
+    partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
+                                        timeout=timeout)
+    key = run.encode()
+    producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
+                         "acks": "all", "linger.ms": 0})
+    failures: list[KafkaError] = []
+    producer.produce(topic, ranges.to_json().encode(), key,
+                     partition_for(key.decode(), partitions),
+                     on_delivery=lambda err, _msg: failures.append(err) if err else None)
+    if producer.flush(timeout) > 0 or failures:
+        reason = failures[0].str() if failures else f"not acknowledged within {timeout}s"
+        raise InternalTopicError(
+            f"could not pin the resolved ranges of {run} in {topic!r}: {reason}. Nothing was "
+            "read yet; retry the task."
+        )
