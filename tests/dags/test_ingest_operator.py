@@ -19,10 +19,15 @@ from tests.kafka_data import produce
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
+def _recent(i: int) -> int:
+    """A timestamp the topic's retention keeps (old ones may be deleted any time)."""
+    return int(time.time() * 1000) - 60_000 + i
+
+
 @pytest.fixture
 def ranges(new_topic: Any, kafka_config: dict[str, Any]) -> dict[str, Any]:
     topic = new_topic(partitions=2)
-    produce(kafka_config, topic, [(i % 2, f"k{i % 3}".encode(), f"v{i}".encode(), 1_000 + i)
+    produce(kafka_config, topic, [(i % 2, f"k{i % 3}".encode(), f"v{i}".encode(), _recent(i))
                                   for i in range(12)])
     return resolve_offsets(kafka_config, Subscription.topics(topic), "earliest", "latest").to_dict()
 
@@ -52,11 +57,6 @@ def test_transform_callable(kafka_connection: None, spark: Any, ranges: dict[str
     assert stats["records"] == 12  # read; the transform keeps 6
     assert sorted(bytes(r["value"]) for r in spark.read.parquet(str(tmp_path / "t")).collect()) \
         == sorted(f"v{i}".encode() for i in range(0, 12, 2))
-
-
-def _recent(i: int) -> int:
-    """A timestamp the topic's retention keeps (old ones may be deleted any time)."""
-    return int(time.time() * 1000) - 60_000 + i
 
 
 def _delete_below(kafka_admin: Any, topic: str, partition: int, offset: int) -> None:
