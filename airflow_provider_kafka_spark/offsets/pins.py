@@ -31,8 +31,9 @@ from airflow_provider_kafka_spark.offsets.internal_topics import (
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.offsets.subscription import INTERNAL_TOPIC_PREFIX
 
-PINS_TOPIC = "_kafka_spark_pins"
+PINS_TOPIC = f"{INTERNAL_TOPIC_PREFIX}pins"
 """The default compacted topic of pinned run ranges."""
 
 PINS_PARTITIONS = 8

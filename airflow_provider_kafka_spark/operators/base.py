@@ -40,7 +40,8 @@ def subscription_from(topics: Topics | None = None, topic_pattern: str | None = 
     """The :class:`Subscription` of the subscription arguments (exactly one must be given).
 
     * ``topics``: a topic name, a comma-separated string of names, or a list of names;
-    * ``topic_pattern``: a regex matched against whole topic names (``__`` topics excluded);
+    * ``topic_pattern``: a regex matched against whole topic names (``__*`` topics and this
+      package's internal ``_kafka_spark_*`` topics excluded);
     * ``partitions``: a list of ``(topic, partition)`` pairs.
     """
     _check_one(topics, topic_pattern, partitions)

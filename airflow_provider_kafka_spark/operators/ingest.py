@@ -18,8 +18,7 @@ from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_provider_kafka_spark.spark import PartitionSummary
-    from airflow_provider_kafka_spark.spark.read import LostOffsets
+    from airflow_provider_kafka_spark.spark import LostOffsets, PartitionSummary
 
 MANIFEST_NAME = "_kafka_spark_manifest.json"
 """The manifest file in each output folder; Spark's readers skip names starting with ``_``."""
@@ -42,9 +41,10 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
     **Kafka topic.** ``write_kafka`` writes the records; with the default
     ``delivery_guarantee="exactly_once"`` every Spark partition is one Kafka transaction
     recorded in a ledger under ``write_id``. The default ``write_id`` is stable for the run and
-    its ranges (``<dag_id>/<task_id>/<run_id>/<digest of the ranges>``): a retry of this task
-    skips what an earlier attempt committed, so ``read_committed`` readers see every record
-    once; ranges resolved again (a cleared resolve task) are a new write. Without ``transform``
+    its ranges (``<dag_id>/<task_id>/<run_id>/<digest of the ranges>``): a retry of this task,
+    or a clear of the run (whose resolve task returns the run's pinned ranges), skips what an
+    earlier attempt committed, so ``read_committed`` readers see every record once; ranges
+    resolved anew on purpose (``re_resolve``) are a new write. Without ``transform``
     / ``sql`` the records keep their ``key``, ``value``, ``headers`` and ``timestamp``; the
     partitioner chooses the output partition.
 
@@ -162,8 +162,7 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             stats = _stats(offset_ranges, [], output, lost=offset_ranges.lost, seconds=0.0)
             self._warn_lost(stats)
             return stats
-        from airflow_provider_kafka_spark.spark import kafka_errors, summarize
-        from airflow_provider_kafka_spark.spark.read import LostOffsets
+        from airflow_provider_kafka_spark.spark import LostOffsets, kafka_errors, summarize
 
         began = time.monotonic()
         spark = self.spark_hook.get_conn()

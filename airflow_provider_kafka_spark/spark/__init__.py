@@ -20,7 +20,7 @@ from airflow_provider_kafka_spark.spark.errors import (
     SparkKafkaSourceMissingError,
     kafka_errors,
 )
-from airflow_provider_kafka_spark.spark.read import read_kafka
+from airflow_provider_kafka_spark.spark.read import LostOffsets, read_kafka
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.session import (
     SparkKafkaJarsError,
@@ -51,6 +51,7 @@ __all__ = [
     "KafkaReadError",
     "KafkaWriteError",
     "LedgerError",
+    "LostOffsets",
     "PartitionSummary",
     "ProducerFencedError",
     "SparkKafkaJarsError",
