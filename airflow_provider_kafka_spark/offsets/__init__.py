@@ -14,8 +14,11 @@ No Airflow and no Spark here: only confluent-kafka. Usable from any Python job::
 
 from airflow_provider_kafka_spark.offsets.config import consumer_config
 from airflow_provider_kafka_spark.offsets.errors import (
+    AuthenticationError,
     CommitError,
+    ConfigurationError,
     DataLossError,
+    InternalTopicError,
     IntervalNotCompleteError,
     KafkaSparkError,
     OffsetResolutionError,
@@ -43,11 +46,14 @@ from airflow_provider_kafka_spark.offsets.specs import (
 from airflow_provider_kafka_spark.offsets.subscription import Subscription
 
 __all__ = [
+    "AuthenticationError",
     "CommitError",
     "CommitResult",
     "Committed",
+    "ConfigurationError",
     "DataLossError",
     "Earliest",
+    "InternalTopicError",
     "IntervalNotCompleteError",
     "KafkaSparkError",
     "Latest",

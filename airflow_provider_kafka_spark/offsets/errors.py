@@ -1,4 +1,23 @@
-"""Exceptions of the offset core. Every message says what was wrong, where, and what to do."""
+"""The package's error hierarchy. Every message says what was wrong, where, and what to do.
+
+``KafkaSparkError`` is the one base a user can catch::
+
+    KafkaSparkError
+      ConfigurationError        a bad argument, option, connection or client config (ValueError)
+        OffsetSpecError         an offset spec, subscription or serialized range
+        WriteConfigError        write_kafka's arguments or input rows (spark.write_errors)
+        DecodeError             decode_kafka's options (spark.errors)
+      AuthenticationError       the cluster refused the credentials or the access
+      OffsetResolutionError     the cluster could not answer a resolution (unknown topic, timeout)
+        DataLossError           offsets a range needs were deleted
+        IntervalNotCompleteError  an open transaction holds back a timestamp stop (retryable)
+      CommitError               consumer-group offsets could not be committed
+      InternalTopicError        the ledger / pins topics could not be created or read
+      KafkaReadError            a split could not be read (spark.errors)
+      KafkaWriteError           the sink failed (spark.write_errors; delivery, transactions, ledger)
+
+Configuration errors are raised before any side effect: nothing read, committed or written.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +26,16 @@ class KafkaSparkError(Exception):
     """Base class of every error this package raises on purpose."""
 
 
-class OffsetSpecError(KafkaSparkError, ValueError):
+class ConfigurationError(KafkaSparkError, ValueError):
+    """A bad argument, option, Airflow connection or librdkafka config; raised before anything
+    is read, committed or written."""
+
+
+class AuthenticationError(KafkaSparkError):
+    """The cluster refused the client's credentials (SASL, TLS) or its access (ACLs)."""
+
+
+class OffsetSpecError(ConfigurationError):
     """An offset spec, subscription or serialized range could not be understood."""
 
 
@@ -45,3 +73,8 @@ class IntervalNotCompleteError(OffsetResolutionError):
 
 class CommitError(KafkaSparkError):
     """Consumer-group offsets could not be committed."""
+
+
+class InternalTopicError(KafkaSparkError):
+    """A topic holding this package's state (the exactly-once ledger, pinned run ranges) could
+    not be created, checked or read."""

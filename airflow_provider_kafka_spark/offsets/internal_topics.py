@@ -29,15 +29,11 @@ from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
 
 from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config
-from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
+from airflow_provider_kafka_spark.offsets.errors import InternalTopicError
 
 # Errors of a partition created a moment ago whose leader is not elected yet: retried.
 _NOT_READY = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
                         KafkaError.UNKNOWN_TOPIC_OR_PART})
-
-
-class InternalTopicError(KafkaSparkError):
-    """A topic holding this package's state could not be created, checked or read."""
 
 
 @dataclass(frozen=True)

@@ -23,8 +23,8 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from airflow_provider_kafka_spark.offsets.config import client_config
+from airflow_provider_kafka_spark.offsets.errors import InternalTopicError
 from airflow_provider_kafka_spark.offsets.internal_topics import (
-    InternalTopicError,
     ensure_compacted_topic,
     partition_for,
     read_partition,

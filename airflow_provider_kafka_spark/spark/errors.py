@@ -6,7 +6,11 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from airflow_provider_kafka_spark.offsets.errors import DataLossError, KafkaSparkError
+from airflow_provider_kafka_spark.offsets.errors import (
+    ConfigurationError,
+    DataLossError,
+    KafkaSparkError,
+)
 
 
 class KafkaReadError(KafkaSparkError):
@@ -19,7 +23,7 @@ class SparkKafkaSourceMissingError(KafkaSparkError):
     classpath."""
 
 
-class DecodeError(KafkaSparkError, ValueError):
+class DecodeError(ConfigurationError):
     """Invalid decoding options (unknown format, missing or unparsable schema)."""
 
 

@@ -3,14 +3,14 @@ what to do; none of them contains a config value, so secrets never reach a log l
 
 from __future__ import annotations
 
-from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, KafkaSparkError
 
 
 class KafkaWriteError(KafkaSparkError):
     """Base class of every error ``write_kafka`` raises on purpose."""
 
 
-class WriteConfigError(KafkaWriteError, ValueError):
+class WriteConfigError(KafkaWriteError, ConfigurationError):
     """Bad arguments or input columns; raised before anything is written."""
 
 
