@@ -67,7 +67,12 @@ def producer_config(
     ``none``: ``acks=1``, no idempotence. ``at_least_once``: idempotent, ``acks=all``.
     ``exactly_once``: additionally ``transactional.id`` and ``transaction.timeout.ms``.
     The local queue defaults to 500,000 messages / 256 MiB unless ``kafka_config`` sets
-    ``queue.buffering.max.messages`` / ``queue.buffering.max.kbytes``.
+    ``queue.buffering.max.messages`` / ``queue.buffering.max.kbytes``. ``partitioner``
+    defaults to ``murmur2_random`` for every guarantee: a keyed record goes to
+    ``(murmur2(key) & 0x7fffffff) % partitions``, where Java producers and Spark's own Kafka
+    sink put it (librdkafka's default, ``consistent_random``, hashes with CRC-32 instead);
+    a record without a key goes to a random partition. A ``partitioner`` in ``kafka_config``
+    wins.
 
     Raises:
         WriteConfigError: ``kafka_config`` sets a key the sink owns (``transactional.id``,
@@ -85,6 +90,7 @@ def producer_config(
     # while bounding the memory of one task's producer. Values in kafka_config win.
     config.setdefault("queue.buffering.max.messages", 500_000)
     config.setdefault("queue.buffering.max.kbytes", 256 * 1024)
+    config.setdefault("partitioner", "murmur2_random")  # Java-compatible placement of keys
     if guarantee == "none":
         config.update({"acks": "1", "enable.idempotence": False})
     else:

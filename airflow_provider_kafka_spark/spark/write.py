@@ -99,6 +99,8 @@ def write_kafka(
     optional ``key`` (binary or string), ``topic`` (string; required unless ``topic=`` is
     given, which then wins), ``partition`` (int; null lets the partitioner choose),
     ``headers`` (array<struct<key string, value binary>>) and ``timestamp`` (timestamp).
+    A keyed row without a partition goes where the Java producer and Spark's Kafka sink put
+    it (``partitioner=murmur2_random``, unless ``kafka_config`` sets ``partitioner``).
 
     Delivery guarantees:
 
