@@ -39,6 +39,7 @@ import pyarrow as pa
 
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
 from airflow_provider_kafka_spark.spark.ledger import (
+    LedgerKey,
     ensure_ledger_topic,
     ledger_end_offset,
     ledger_partition,
@@ -214,7 +215,8 @@ def committed_tasks(kafka_config: dict[str, Any], write_id: str) -> int:
     admin = admin_client(kafka_config)
     partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
     stable = ledger_end_offset(admin, LEDGER, partition, committed=True)
-    return len(read_ledger(kafka_config, LEDGER, partition, write_id,
+    return len(read_ledger(kafka_config, LEDGER, partition, transactional_id_prefix=PREFIX,
+                           write_id=write_id, output_topic=None,
                            start_offset=ledger_start_offset(admin, LEDGER, partition),
                            until_offset=stable, timeout=60).entries)
 
@@ -301,7 +303,9 @@ def _ledger_timestamps(kafka_config: dict[str, Any], write_id: str) -> list[floa
                 if msg.offset() >= stable:
                     return stamps
                 continue
-            if (msg.key() or b"").startswith(f"{write_id}/".encode()):
+            key = LedgerKey.decode(msg.key() or b"")
+            if key is not None and (key.transactional_id_prefix, key.write_id) == (PREFIX,
+                                                                                   write_id):
                 stamps.append(msg.timestamp()[1] / 1000)
     finally:
         consumer.close()
