@@ -42,8 +42,9 @@ def main() -> int:
     if tally is not None:
         print(json.dumps(json.loads(tally), indent=1))
     if proc.returncode != 0:
-        print("\n".join(line for line in output.splitlines()
-                        if not line.startswith("%") and line.strip())[-6000:])
+        failures = output.split("= FAILURES =", 1)[-1]
+        print("\n".join(line for line in failures.splitlines() if line.strip() and not (
+            line.startswith(("%", "[Stage")) or " WARN " in line or " INFO " in line))[-12000:])
         print(f"FAILED (pytest exit {proc.returncode})")
     else:
         print(f"{args.examples} example(s): the property held")

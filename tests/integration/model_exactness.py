@@ -34,7 +34,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import IsolationLevel, Producer, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from hypothesis import strategies as st
 
@@ -153,9 +153,18 @@ class Model:
                 if self.txn_values.get(w.value, "committed") == "committed"}
 
     def offsets(self, spec: OffsetSpec, level: IsolationLevel) -> dict[int, int]:
+        """Offsets of every partition; asked again while a new topic's leaders settle."""
         request = {TopicPartition(self.topic, p): spec for p in range(PARTITIONS)}
-        futures = self.admin.list_offsets(request, isolation_level=level)
-        return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
+        deadline = time.monotonic() + 30
+        while True:
+            futures = self.admin.list_offsets(request, isolation_level=level)
+            try:
+                return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION \
+                        or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -274,6 +283,7 @@ def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
         topic].result(30)
     base_ms = (int(time.time() * 1000) - 30 * 60_000) // 1000 * 1000
     model = Model(kafka_config, admin, topic, base_ms)
+    model.offsets(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)  # leaders elected
     began = time.monotonic()
     plain = Producer({**kafka_config, "enable.idempotence": True, "linger.ms": 0})
     # Interval boundaries sit between records: record k has ts base + k s.
