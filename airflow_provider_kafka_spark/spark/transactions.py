@@ -28,6 +28,7 @@ from itertools import repeat
 from typing import Any, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from airflow_provider_kafka_spark.offsets.config import client_config
@@ -170,10 +171,11 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
 
     check = on_delivery if plan.guarantee == "at_least_once" else None
     try:
-        records, topics = _produce_batches(producer, batches, plan.topic, check)
+        records, topics = _produce_batches(producer, batches, plan.topic, check, index)
     except KafkaException as exc:
         raise DeliveryError(
-            f"task {index}: could not produce a record: {exc.args[0].str()}."
+            f"task {index}: could not produce a record: {exc.args[0].str()}. "
+            f"{_remedy(exc.args[0])}"
         ) from None
     while producer.flush(1.0) > 0:
         pass
@@ -181,8 +183,8 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
         topic, partition = failed_at[0]
         raise DeliveryError(
             f"task {index}: {len(failures)} of {records} records were not delivered; first "
-            f"failure on {topic}[{partition}]: {failures[0].str()}. The task fails so that "
-            "Spark (or a re-run) writes the partition again."
+            f"failure on {topic}[{partition}]: {failures[0].str()}. {_remedy(failures[0])} "
+            "The task fails so that Spark's retry (or a re-run) writes the partition again."
         )
     return TaskOutcome(index, records, False, tuple(sorted(topics)))
 
@@ -192,8 +194,16 @@ def _produce_batches(
     batches: Iterable[pa.RecordBatch],
     topic: str | None,
     on_delivery: Callable[[KafkaError | None, Any], None] | None,
+    index: int,
 ) -> tuple[int, set[str]]:
-    """Produce every row; return the row count and the topics written to."""
+    """Produce every row of task ``index``; return the row count and the topics written to.
+
+    Raises:
+        WriteConfigError: a row has a null ``topic``, a negative ``partition`` or a header with
+            a null key. The driver's pre-pass finds these before anything is written; this is
+            the task's own check (e.g. :func:`write_partition` called without the driver).
+        DeliveryError: ``produce()`` refused a record (unknown topic or partition, too large).
+    """
     records = 0
     topics: set[str] = set()
     produce = producer.produce
@@ -211,19 +221,30 @@ def _produce_batches(
         else:
             column = batch.column("topic")
             if column.null_count:
-                raise WriteConfigError("a row has a null 'topic'; fill the column or pass topic=.")
+                raise WriteConfigError(
+                    f"task {index}: column 'topic' is null in {column.null_count} "
+                    f"{_rows(column.null_count)}: every row needs a topic. Fill the column or "
+                    "pass topic=."
+                )
             row_topics = column.to_pylist()
             topics.update(row_topics)
         partitions: Iterable[int] = repeat(-1)
         if "partition" in names:
-            partitions = [-1 if p is None else p for p in batch.column("partition").to_pylist()]
+            column = batch.column("partition")
+            lowest = pc.min(column).as_py()
+            if lowest is not None and lowest < 0:
+                raise WriteConfigError(
+                    f"task {index}: column 'partition' holds {lowest}: a partition number must "
+                    "be >= 0 (null lets the partitioner choose). Fix the column."
+                )
+            partitions = [-1 if p is None else p for p in column.to_pylist()]
         timestamps: Iterable[int] = repeat(0)
         if "timestamp" in names:
             micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
             timestamps = [0 if t is None else t // 1000 for t in micros]
         headers: Iterable[Any] = repeat(None)
         if "headers" in names:
-            headers = [None if h is None else [(e["key"], e["value"]) for e in h]
+            headers = [None if h is None else _headers(h, index)
                        for h in batch.column("headers").to_pylist()]
         for row in zip(row_topics, values, keys, partitions, timestamps, headers, strict=False):
             t, v, k, p, ts, h = row
@@ -233,9 +254,56 @@ def _produce_batches(
                     break
                 except BufferError:
                     producer.poll(0.05)
+                except KafkaException as exc:
+                    if exc.args[0].code() not in _RECORD_CODES:
+                        raise
+                    where = f"{t}[{p}]" if p >= 0 else repr(t)
+                    raise DeliveryError(
+                        f"task {index}: could not produce a record to {where}: "
+                        f"{exc.args[0].str()}. {_remedy(exc.args[0])}"
+                    ) from None
         records += n
         producer.poll(0)
     return records, topics
+
+
+def _headers(entries: list[dict[str, Any] | None], index: int) -> list[tuple[str, Any]]:
+    """A row's headers as ``(key, value)`` pairs; a null key is refused, not written as 'None'."""
+    if any(e is None or e["key"] is None for e in entries):
+        raise WriteConfigError(
+            f"task {index}: column 'headers' has a header with a null key: Kafka header keys "
+            "must be strings (the Java client rejects a null key too). Fill or drop such "
+            "headers, e.g. filter(headers, h -> h.key IS NOT NULL)."
+        )
+    return [(e["key"], e["value"]) for e in entries]  # type: ignore[index]
+
+
+def _rows(n: int) -> str:
+    return "row" if n == 1 else "rows"
+
+
+# produce() errors about the record itself (not the producer's state): a DeliveryError.
+_RECORD_CODES = frozenset({KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION,
+                           KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError.MSG_SIZE_TOO_LARGE,
+                           KafkaError._MSG_TIMED_OUT, KafkaError._INVALID_ARG})
+
+
+def _remedy(err: KafkaError) -> str:
+    """What to do about a record that could not be produced or delivered with ``err``."""
+    code = err.code()
+    if code in (KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART):
+        return ("The topic does not exist (was it deleted after write_kafka checked it?): "
+                "create it, then re-run the write.")
+    if code == KafkaError._UNKNOWN_PARTITION:
+        return ("The partition does not exist (the topic has fewer partitions): fix the "
+                "'partition' column (null lets the partitioner choose), then re-run the write.")
+    if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
+        return ("The record is larger than the producer's message.max.bytes or the topic's "
+                "max.message.bytes: raise those limits or make the record smaller.")
+    if code == KafkaError._MSG_TIMED_OUT:
+        return ("It was not acknowledged within message.timeout.ms: check that the brokers are "
+                "up and reachable from the Spark executors, then re-run the write.")
+    return "Fix the cause, then re-run the write."
 
 
 class _ReplayableBatches:
@@ -304,7 +372,7 @@ def _write_exactly_once(
         attempt += 1
         try:
             producer.begin_transaction()
-            records, topics = _produce_batches(producer, source, plan.topic, None)
+            records, topics = _produce_batches(producer, source, plan.topic, None, index)
             if plan.expected_rows is not None and records != plan.expected_rows[index]:
                 raise InputTruncatedError(
                     f"task {index} of write {plan.write_id!r} received {records} rows but its "

@@ -9,7 +9,7 @@ The tasks report what they wrote as one small row each, which the driver collect
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -140,8 +140,28 @@ def write_kafka(
     """
     guarantee = _check_guarantee(delivery_guarantee)
     _check_columns(df, topic)
-    if guarantee != "exactly_once":
+    if guarantee == "exactly_once":
+        prefix, wid = _check_exactly_once_args(transactional_id_prefix, write_id,
+                                               transaction_timeout_ms)
+        producer_config(kafka_config, guarantee, transactional_id=f"{prefix}-x",
+                        transaction_timeout_ms=transaction_timeout_ms)
+    else:
         producer_config(kafka_config, guarantee)  # rejects keys the sink owns, before writing
+    admin = admin_client(kafka_config)
+    cluster = _read_cluster(admin, kafka_config)
+    if topic is not None:
+        _check_topics_exist({topic: None}, cluster, kafka_config)
+    if guarantee == "exactly_once":
+        _check_transaction_timeout(admin, cluster, transaction_timeout_ms)
+    # The pre-pass: one aggregation over df finds every bad row before anything is written
+    # (and counts the rows of each partition for exactly_once). Without a topic, partition or
+    # headers column there is nothing row-level to check, and only exactly_once needs it.
+    scan = None
+    if guarantee == "exactly_once" or topic is None or \
+            {"partition", "headers"} & set(df.columns):
+        scan = _scan_input(df, topic)
+        _check_rows(scan, topic, cluster, kafka_config)
+    if guarantee != "exactly_once":
         plan = TaskPlan(kafka_config=dict(kafka_config), guarantee=guarantee, topic=topic)
         outcomes = _run_tasks(df, plan)
         return WriteResult(
@@ -151,11 +171,10 @@ def write_kafka(
             topics=tuple(sorted({t for *_, topics in outcomes for t in topics})),
         )
 
-    prefix, wid = _check_exactly_once_args(transactional_id_prefix, write_id,
-                                           transaction_timeout_ms)
+    assert scan is not None
     num_partitions = df.rdd.getNumPartitions()
-    plan = prepare_exactly_once(
-        kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=wid,
+    plan = _plan_exactly_once(
+        admin, kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=wid,
         num_partitions=num_partitions, ledger_topic=ledger_topic,
         transaction_timeout_ms=transaction_timeout_ms,
         init_transactions_timeout_s=init_transactions_timeout_s,
@@ -163,7 +182,7 @@ def write_kafka(
     )
     outcomes = []
     if len(plan.committed) < num_partitions:
-        plan = replace(plan, expected_rows=_count_rows(df, num_partitions))
+        plan = replace(plan, expected_rows=scan.rows_per_index(num_partitions))
         outcomes = _run_tasks(df, plan)
     written = {i: n for i, n, skipped, _ in outcomes if not skipped}
     topics = set(plan.committed_topics) | {t for *_, ts in outcomes for t in ts}
@@ -199,7 +218,30 @@ def prepare_exactly_once(
     producer_config(kafka_config, "exactly_once", transactional_id=f"{transactional_id_prefix}-x",
                     transaction_timeout_ms=transaction_timeout_ms)
     admin = admin_client(kafka_config)
-    _check_transaction_timeout(admin, transaction_timeout_ms)
+    _check_transaction_timeout(admin, _read_cluster(admin, kafka_config), transaction_timeout_ms)
+    return _plan_exactly_once(
+        admin, kafka_config, topic=topic, transactional_id_prefix=transactional_id_prefix,
+        write_id=write_id, num_partitions=num_partitions, ledger_topic=ledger_topic,
+        transaction_timeout_ms=transaction_timeout_ms,
+        init_transactions_timeout_s=init_transactions_timeout_s,
+        max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes)
+
+
+def _plan_exactly_once(
+    admin: AdminClient,
+    kafka_config: Mapping[str, Any],
+    *,
+    topic: str | None,
+    transactional_id_prefix: str,
+    write_id: str,
+    num_partitions: int,
+    ledger_topic: str,
+    transaction_timeout_ms: int,
+    init_transactions_timeout_s: float,
+    max_transaction_retries: int,
+    retry_buffer_bytes: int,
+) -> TaskPlan:
+    """Create/read the ledger and return the tasks' plan (the checks are done)."""
     partitions = ensure_ledger_topic(admin, ledger_topic)
     partition = ledger_partition(write_id, partitions)
     # The driver's view is an optimisation (skip tasks known to be done); every task re-checks
@@ -276,20 +318,49 @@ def _check_exactly_once_args(
     return str(prefix), str(write_id)
 
 
-def _check_transaction_timeout(admin: AdminClient, transaction_timeout_ms: int) -> None:
+@dataclass(frozen=True)
+class _Cluster:
+    """What the driver learned from the cluster's metadata."""
+
+    brokers: tuple[int, ...]
+    partitions: Mapping[str, int]  # partitions per existing topic
+
+
+def _read_cluster(admin: AdminClient, kafka_config: Mapping[str, Any],
+                  timeout: float = 30.0) -> _Cluster:
+    """The cluster's brokers and topics (every topic: a metadata request naming a topic could
+    create it where ``auto.create.topics.enable`` is on)."""
     try:
-        brokers = sorted(admin.list_topics(timeout=30).brokers)
+        metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
-        raise KafkaWriteError(f"could not read cluster metadata: {exc.args[0].str()}. Check "
-                              "bootstrap.servers and that the brokers are up.") from None
-    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in brokers]
+        raise KafkaWriteError(
+            f"could not read the metadata of the Kafka cluster at "
+            f"bootstrap.servers={_bootstrap(kafka_config)!r} within {timeout}s: "
+            f"{exc.args[0].str()}. Check bootstrap.servers, that the brokers are up and "
+            "reachable from the Spark driver, and the client's security settings "
+            "(security.protocol, sasl.*, ssl.*). Nothing was written."
+        ) from None
+    partitions = {name: len(t.partitions) for name, t in metadata.topics.items()
+                  if t.error is None and t.partitions}
+    return _Cluster(tuple(sorted(metadata.brokers)), partitions)
+
+
+def _bootstrap(kafka_config: Mapping[str, Any]) -> str:
+    return str(kafka_config.get("bootstrap.servers", ""))
+
+
+def _check_transaction_timeout(admin: AdminClient, cluster: _Cluster,
+                               transaction_timeout_ms: int) -> None:
+    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in cluster.brokers]
     for resource, future in admin.describe_configs(resources).items():
         try:
             configs = future.result(timeout=30)
         except KafkaException as exc:
             raise KafkaWriteError(
                 f"could not read the config of broker {resource.name} to check "
-                f"transaction_timeout_ms: {exc.args[0].str()}."
+                f"transaction_timeout_ms: {exc.args[0].str()}. Check that the brokers are up "
+                "and that this client may describe broker configs (DESCRIBE_CONFIGS on the "
+                "cluster). Nothing was written."
             ) from None
         entry = configs.get("transaction.max.timeout.ms")
         if entry is not None and entry.value is not None \
@@ -337,14 +408,147 @@ def _check_columns(df: DataFrame, topic: str | None) -> None:
         )
 
 
-def _count_rows(df: DataFrame, num_partitions: int) -> tuple[int, ...]:
-    """Rows per partition index (one extra pass over ``df``)."""
+@dataclass(frozen=True)
+class _Group:
+    """One row of the pre-pass: the rows of Spark partition ``index`` that go to ``topic``
+    (``None``: a null ``topic`` column)."""
+
+    index: int
+    topic: str | None
+    rows: int
+    min_partition: int | None  # of the 'partition' column, nulls ignored
+    max_partition: int | None
+    null_header_key_rows: int  # rows with a header whose key (or the header itself) is null
+
+
+@dataclass(frozen=True)
+class _InputScan:
+    """What the pre-pass found in the DataFrame, by Spark partition index and topic."""
+
+    groups: tuple[_Group, ...]
+
+    def rows_per_index(self, num_partitions: int) -> tuple[int, ...]:
+        counts = [0] * num_partitions
+        for g in self.groups:
+            counts[g.index] += g.rows
+        return tuple(counts)
+
+    def first_index_of_topics(self) -> dict[str | None, int]:
+        """Every topic the rows go to, with the first Spark partition index holding one."""
+        first: dict[str | None, int] = {}
+        for g in self.groups:
+            first[g.topic] = min(first.get(g.topic, g.index), g.index)
+        return first
+
+
+def _scan_input(df: DataFrame, topic: str | None) -> _InputScan:
+    """The pre-pass: one aggregation over ``df``, grouped by Spark partition index and topic
+    (``topic=`` when given, else the ``topic`` column)."""
     from pyspark.sql import functions as F
 
-    counts = [0] * num_partitions
-    for row in df.groupBy(F.spark_partition_id().alias("i")).count().collect():
-        counts[row["i"]] = row["count"]
-    return tuple(counts)
+    columns = set(df.columns)
+    target = F.lit(topic) if topic is not None else F.col("topic")
+    aggregates = [F.count(F.lit(1)).alias("rows")]
+    if "partition" in columns:
+        aggregates += [F.min("partition").alias("min_partition"),
+                       F.max("partition").alias("max_partition")]
+    if "headers" in columns:
+        aggregates.append(F.count_if(F.exists(
+            "headers", lambda h: h.isNull() | h["key"].isNull())).alias("null_header_keys"))
+    with kafka_errors():
+        rows = df.groupBy(F.spark_partition_id().alias("index"), target.alias("topic")) \
+            .agg(*aggregates).collect()
+    groups = [
+        _Group(index=r["index"], topic=r["topic"], rows=r["rows"],
+               min_partition=r["min_partition"] if "partition" in columns else None,
+               max_partition=r["max_partition"] if "partition" in columns else None,
+               null_header_key_rows=r["null_header_keys"] if "headers" in columns else 0)
+        for r in rows
+    ]
+    return _InputScan(tuple(sorted(groups, key=lambda g: (g.index, g.topic or ""))))
+
+
+def _check_rows(scan: _InputScan, topic: str | None, cluster: _Cluster,
+                kafka_config: Mapping[str, Any]) -> None:
+    """Refuse the first bad row the pre-pass found, naming its column, value and Spark
+    partition index (bad rows in other partitions are counted).
+
+    Raises:
+        WriteConfigError: a null ``topic``, a topic that does not exist, a ``partition`` that
+            is negative or not in its topic, a header with a null key.
+    """
+    nothing = "Nothing was written."
+    null_topics = [g for g in scan.groups if g.topic is None]
+    if topic is None and null_topics:
+        first = null_topics[0]
+        raise WriteConfigError(
+            f"column 'topic' is null in {first.rows} {_rows(first.rows)} of Spark partition "
+            f"{first.index}{_elsewhere(g.index for g in null_topics[1:])}: every row needs a "
+            "topic. Fill the column (e.g. coalesce(topic, lit('fallback'))) or pass topic=. "
+            f"{nothing}"
+        )
+    _check_topics_exist(scan.first_index_of_topics(), cluster, kafka_config)
+    for g in scan.groups:
+        if g.topic is None or g.min_partition is None or g.max_partition is None:
+            continue
+        count = cluster.partitions[g.topic]
+        if g.min_partition < 0:
+            raise WriteConfigError(
+                f"column 'partition' holds {g.min_partition} in Spark partition {g.index} (a "
+                f"row for topic {g.topic!r}): a partition number must be >= 0; null lets the "
+                f"partitioner choose. Fix the column. {nothing}"
+            )
+        if g.max_partition >= count:
+            raise WriteConfigError(
+                f"column 'partition' holds {g.max_partition} in Spark partition {g.index} (a "
+                f"row for topic {g.topic!r}), but {g.topic!r} has partitions 0..{count - 1}. "
+                "Use an existing partition, or null to let the partitioner choose (or add "
+                f"partitions to the topic first). {nothing}"
+            )
+    bad_headers = [g for g in scan.groups if g.null_header_key_rows]
+    if bad_headers:
+        index = bad_headers[0].index
+        rows = sum(g.null_header_key_rows for g in bad_headers if g.index == index)
+        raise WriteConfigError(
+            f"column 'headers' has a header with a null key in {rows} {_rows(rows)} of Spark "
+            f"partition {index}{_elsewhere(g.index for g in bad_headers if g.index != index)}: "
+            "Kafka header keys must be strings (the Java client rejects a null key too). Fill "
+            "or drop such headers, e.g. filter(headers, h -> h.key IS NOT NULL). "
+            f"{nothing}"
+        )
+
+
+def _check_topics_exist(first_index: Mapping[str | None, int | None], cluster: _Cluster,
+                        kafka_config: Mapping[str, Any]) -> None:
+    """Refuse topics the cluster does not have; ``first_index`` maps each topic to the first
+    Spark partition index whose rows go to it (``None``: the ``topic=`` argument)."""
+    missing = sorted((i, t) for t, i in first_index.items()
+                     if t is not None and i is not None and t not in cluster.partitions)
+    argument = [t for t, i in first_index.items() if i is None and t not in cluster.partitions]
+    if not missing and not argument:
+        return
+    where = f"on the cluster at bootstrap.servers={_bootstrap(kafka_config)!r}"
+    remedy = ("create it first (write_kafka never relies on topic auto-creation), or fix the "
+              "name. Nothing was written.")
+    if argument:
+        raise WriteConfigError(f"topic={argument[0]!r} does not exist {where}: {remedy}")
+    named = ", ".join(f"{t!r} (column 'topic', first in Spark partition {i})"
+                      for i, t in missing[:5])
+    more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+    verb = "does" if len(missing) == 1 else "do"
+    raise WriteConfigError(f"topic {named}{more} {verb} not exist {where}: {remedy}")
+
+
+def _rows(n: int) -> str:
+    return "row" if n == 1 else "rows"
+
+
+def _elsewhere(indices: Iterable[int]) -> str:
+    others = sorted(set(indices))
+    if not others:
+        return ""
+    shown = ", ".join(map(str, others[:10])) + (", ..." if len(others) > 10 else "")
+    return f" (and in Spark partitions {shown})"
 
 
 def _run_tasks(df: DataFrame, plan: TaskPlan) -> list[tuple[int, int, bool, list[str]]]:

@@ -1,0 +1,142 @@
+"""write_kafka's bad inputs: every one a clear error of this package before any side effect.
+
+A row-level problem sits in the LAST of three Spark partitions, so that a check done only inside
+the tasks would come after the other tasks wrote (and, with exactly_once, committed) their rows.
+Each case asserts the error (its column, bad value and partition index), that nothing at all
+was produced to any target topic (read_uncommitted) and that the ledger holds nothing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_provider_kafka_spark.spark.transactions import TaskPlan, write_partition
+from airflow_provider_kafka_spark.spark.write import write_kafka
+from airflow_provider_kafka_spark.spark.write_errors import WriteConfigError
+from tests.integration.write_kafka_support import read_committed
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+GUARANTEES = ["none", "at_least_once", "exactly_once"]
+ROWS = 30  # ids 0..29 in 3 partitions of spark.range: partition 2 holds ids 20..29
+BAD_ID = 25
+MISSING = f"missing-{uuid.uuid4().hex[:10]}"
+
+
+def _everything(kafka_config: dict[str, Any], topic: str) -> list[Any]:
+    """Every record of ``topic``, committed or not."""
+    return read_committed(kafka_config, topic, isolation_level="read_uncommitted")
+
+
+def _df(spark: Any, a: str, b: str, case: str) -> Any:
+    """Rows routed by a ``topic`` column to ``a`` (2 partitions) and ``b`` (1 partition), with
+    ``partition`` and ``headers`` columns; the row ``BAD_ID`` (in Spark partition 2) is bad as
+    ``case`` says (``unknown topic``: it goes to the topic ``MISSING``, which does not
+    exist)."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, ROWS, numPartitions=3)
+    bad = F.col("id") == BAD_ID
+    topic = F.when(F.col("id") % 2 == 0, F.lit(a)).otherwise(F.lit(b))
+    partition = F.lit(None).cast("int")
+    header = F.struct(F.lit("h").alias("key"), F.lit(b"x").alias("value"))
+    if case == "null topic":
+        topic = F.when(bad, F.lit(None).cast("string")).otherwise(topic)
+    elif case == "negative partition":
+        partition = F.when(bad, F.lit(-1)).otherwise(partition)
+    elif case == "partition beyond the topic":
+        topic, partition = F.when(bad, F.lit(a)).otherwise(topic), F.when(bad, F.lit(5))
+    elif case == "null header key":
+        header = F.when(bad, F.struct(F.lit(None).cast("string").alias("key"),
+                                      F.lit(b"x").alias("value"))).otherwise(header)
+    elif case == "unknown topic":
+        topic = F.when(bad, F.lit(MISSING)).otherwise(topic)
+    else:
+        raise AssertionError(case)
+    return df.select(
+        topic.alias("topic"),
+        F.concat(F.lit("k"), df.id).alias("key"),
+        F.concat(F.lit("v"), df.id).alias("value"),
+        partition.cast("int").alias("partition"),
+        F.array(header).alias("headers"),
+    )
+
+
+BAD_ROWS = {
+    "null topic": r"column 'topic' is null in 1 row of Spark partition 2\b.*pass topic=",
+    "negative partition": r"column 'partition' holds -1 in Spark partition 2\b.*>= 0",
+    "partition beyond the topic":
+        r"column 'partition' holds 5 in Spark partition 2\b.* has partitions 0\.\.1",
+    "null header key": r"column 'headers' has a header with a null key in 1 row of Spark "
+                       r"partition 2\b",
+    "unknown topic": rf"topic '{MISSING}' \(column 'topic', first in Spark partition 2\) does "
+                     r"not exist .* create it",
+}
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+@pytest.mark.parametrize("case", sorted(BAD_ROWS))
+def test_a_bad_row_in_the_last_partition_fails_before_anything_is_written(
+    spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any, case: str,
+    guarantee: str,
+) -> None:
+    a, b = new_topic(partitions=2), new_topic(partitions=1)
+    ledger = new_topic(partitions=1, prefix="ledger", **{"cleanup.policy": "compact"})
+
+    with pytest.raises(WriteConfigError, match=BAD_ROWS[case]):
+        write_kafka(_df(spark, a, b, case), kafka_config, delivery_guarantee=guarantee,
+                    transactional_id_prefix="test-inputs", write_id=f"bad-{uuid.uuid4().hex}",
+                    ledger_topic=ledger)
+
+    assert _everything(kafka_config, a) == []
+    assert _everything(kafka_config, b) == []
+    assert _everything(kafka_config, ledger) == []
+    assert MISSING not in kafka_admin.list_topics(timeout=30).topics
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_a_topic_argument_naming_no_topic_fails_before_anything_is_written(
+    spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, guarantee: str
+) -> None:
+    ledger = f"ledger-{uuid.uuid4().hex[:10]}"
+    df = spark.range(0, ROWS, numPartitions=3).selectExpr("CAST(id AS STRING) AS value")
+
+    with pytest.raises(WriteConfigError, match=rf"topic='{MISSING}' does not exist on the "
+                                               r"cluster at bootstrap.servers='[^']+': create it"):
+        write_kafka(df, kafka_config, topic=MISSING, delivery_guarantee=guarantee,
+                    transactional_id_prefix="test-inputs", write_id=f"bad-{uuid.uuid4().hex}",
+                    ledger_topic=ledger)
+
+    topics = kafka_admin.list_topics(timeout=30).topics
+    assert MISSING not in topics and ledger not in topics
+
+
+def _plan(kafka_config: dict[str, Any], topic: str) -> TaskPlan:
+    return TaskPlan(kafka_config=kafka_config, guarantee="at_least_once", topic=topic)
+
+
+def _batch(**columns: pa.Array) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pydict({"value": pa.array([b"v0", b"v1"]), **columns})
+
+
+def test_a_task_refuses_a_null_header_key_or_a_negative_partition_too(
+    kafka_config: dict[str, Any], new_topic: Any
+) -> None:
+    """The driver's pre-pass finds these; a task checks again (e.g. ``write_partition`` called
+    without the driver) and never writes a null key as the string 'None'."""
+    topic = new_topic(partitions=1)
+    headers = pa.array([[("h", b"x")], [(None, b"y")]],
+                       pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())])))
+
+    with pytest.raises(WriteConfigError, match=r"task 3: column 'headers' has a header with a "
+                                               r"null key"):
+        write_partition(_plan(kafka_config, topic), 3, [_batch(headers=headers)])
+    with pytest.raises(WriteConfigError, match=r"task 3: column 'partition' holds -2"):
+        write_partition(_plan(kafka_config, topic), 3,
+                        [_batch(partition=pa.array([0, -2], pa.int32()))])
+
+    assert _everything(kafka_config, topic) == []
