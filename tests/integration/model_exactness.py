@@ -73,7 +73,7 @@ OPS = st.one_of(
     st.tuples(st.just("clear_incremental"), st.integers(0, 20)),
 )
 PROGRAMS = st.tuples(
-    st.lists(OPS, min_size=4, max_size=18),
+    st.lists(OPS, min_size=10, max_size=24),
     # Interval ends, in record-sequence units (a record every second).
     st.lists(st.integers(1, 40), min_size=1, max_size=5, unique=True).map(sorted),
 )
