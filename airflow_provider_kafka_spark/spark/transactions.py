@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,6 +52,11 @@ DELIVERY_GUARANTEES: tuple[str, ...] = ("none", "at_least_once", "exactly_once")
 # Keys the sink owns; a user value for them would silently change the guarantee.
 _OWNED_KEYS = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms")
 
+# none / at_least_once: how long a record may wait for its acknowledgement (unless
+# kafka_config says), and how much longer a task's final flush waits for librdkafka to fail it.
+DEFAULT_MESSAGE_TIMEOUT_MS = 120_000
+FLUSH_GRACE_S = 5.0
+
 _FENCED_CODES = frozenset(
     {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 )
@@ -73,7 +79,11 @@ def producer_config(
     ``(murmur2(key) & 0x7fffffff) % partitions``, where Java producers and Spark's own Kafka
     sink put it (librdkafka's default, ``consistent_random``, hashes with CRC-32 instead);
     a record without a key goes to a random partition. A ``partitioner`` in ``kafka_config``
-    wins.
+    wins. ``none`` and ``at_least_once`` give a record ``message.timeout.ms=120000`` (two
+    minutes, as the Java producer's ``delivery.timeout.ms``; librdkafka's default is five) to
+    be acknowledged, unless ``kafka_config`` sets ``message.timeout.ms`` or
+    ``delivery.timeout.ms``; ``exactly_once`` leaves it to librdkafka, which caps it at
+    ``transaction.timeout.ms``.
 
     Raises:
         WriteConfigError: ``kafka_config`` sets a key the sink owns (``transactional.id``,
@@ -92,16 +102,51 @@ def producer_config(
     config.setdefault("queue.buffering.max.messages", 500_000)
     config.setdefault("queue.buffering.max.kbytes", 256 * 1024)
     config.setdefault("partitioner", "murmur2_random")  # Java-compatible placement of keys
+    if guarantee != "exactly_once" and "delivery.timeout.ms" not in config:
+        config.setdefault("message.timeout.ms", DEFAULT_MESSAGE_TIMEOUT_MS)
     if guarantee == "none":
         config.update({"acks": "1", "enable.idempotence": False})
     else:
         config.update({"acks": "all", "enable.idempotence": True})
     if guarantee == "exactly_once":
         if not transactional_id or transaction_timeout_ms is None:
-            raise WriteConfigError("exactly_once needs a transactional id and a timeout.")
+            raise WriteConfigError(
+                "producer_config(guarantee='exactly_once') needs transactional_id= and "
+                "transaction_timeout_ms=; pass both (write_kafka derives them from "
+                "transactional_id_prefix, write_id and transaction_timeout_ms)."
+            )
         config["transactional.id"] = transactional_id
         config["transaction.timeout.ms"] = int(transaction_timeout_ms)
     return config
+
+
+def check_producer_config(
+    kafka_config: Mapping[str, Any],
+    guarantee: DeliveryGuarantee,
+    *,
+    transactional_id: str | None = None,
+    transaction_timeout_ms: int | None = None,
+) -> None:
+    """Build the tasks' producer once on the driver, so that librdkafka rejects a bad setting
+    (an unknown property, an invalid value, ``message.timeout.ms`` above
+    ``transaction.timeout.ms``, a SASL mechanism this build lacks) before anything runs. The
+    producer sends nothing: with ``exactly_once`` it never calls ``init_transactions()``.
+
+    Raises:
+        WriteConfigError: see :func:`producer_config`, or librdkafka refused the config.
+    """
+    config = producer_config(kafka_config, guarantee, transactional_id=transactional_id,
+                             transaction_timeout_ms=transaction_timeout_ms)
+    try:
+        producer = Producer(config)
+    except KafkaException as exc:
+        # librdkafka's messages name the property, never its value.
+        raise WriteConfigError(
+            f"kafka_config is not a valid producer config for delivery_guarantee="
+            f"{guarantee!r}: {exc.args[0].str()}. Fix or remove that setting (see librdkafka's "
+            "CONFIGURATION.md). Nothing was written."
+        ) from None
+    del producer
 
 
 def transactional_id(prefix: str, write_id: str, index: int) -> str:
@@ -160,7 +205,8 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
     """
     if plan.guarantee == "exactly_once":
         return _write_exactly_once(plan, index, batches)
-    producer = Producer(producer_config(plan.kafka_config, plan.guarantee))
+    config = producer_config(plan.kafka_config, plan.guarantee)
+    producer = Producer(config)
     failures: list[KafkaError] = []
     failed_at: list[tuple[str, int]] = []
 
@@ -177,8 +223,7 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
             f"task {index}: could not produce a record: {exc.args[0].str()}. "
             f"{_remedy(exc.args[0])}"
         ) from None
-    while producer.flush(1.0) > 0:
-        pass
+    _flush(producer, config, index, records)
     if failures:
         topic, partition = failed_at[0]
         raise DeliveryError(
@@ -187,6 +232,32 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
             "The task fails so that Spark's retry (or a re-run) writes the partition again."
         )
     return TaskOutcome(index, records, False, tuple(sorted(topics)))
+
+
+def _flush(producer: Producer, config: Mapping[str, Any], index: int, records: int) -> None:
+    """Wait until every record is acknowledged or failed: at most the producer ``config``'s
+    ``message.timeout.ms`` (after which librdkafka fails a record) plus ``FLUSH_GRACE_S``.
+
+    Raises:
+        DeliveryError: records were still queued at the deadline.
+    """
+    timeout_ms = int(config.get("message.timeout.ms", config.get("delivery.timeout.ms", 0)) or 0)
+    if timeout_ms == 0:  # the user asked librdkafka never to time a record out
+        while producer.flush(1.0) > 0:
+            pass
+        return
+    limit = timeout_ms / 1000 + FLUSH_GRACE_S
+    deadline = time.monotonic() + limit
+    remaining = producer.flush(min(1.0, limit))
+    while remaining > 0 and (left := deadline - time.monotonic()) > 0:
+        remaining = producer.flush(min(1.0, left))
+    if remaining > 0:
+        raise DeliveryError(
+            f"task {index}: {remaining} of {records} records were not delivered within "
+            f"{limit:.1f}s (message.timeout.ms={timeout_ms}): the brokers did not acknowledge "
+            "them. Check that the brokers are up and reachable from the Spark executors, then "
+            "re-run the write (Spark's retry of the task writes the partition again)."
+        )
 
 
 def _produce_batches(

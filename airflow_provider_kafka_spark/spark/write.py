@@ -9,12 +9,13 @@ The tasks report what they wrote as one small row each, which the driver collect
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
@@ -31,8 +32,8 @@ from airflow_provider_kafka_spark.spark.transactions import (
     DeliveryGuarantee,
     TaskOutcome,
     TaskPlan,
+    check_producer_config,
     fence_tasks,
-    producer_config,
     write_partition,
 )
 from airflow_provider_kafka_spark.spark.write_errors import (
@@ -48,6 +49,10 @@ log = logging.getLogger(__name__)
 
 ACCEPTED_COLUMNS: tuple[str, ...] = ("key", "value", "topic", "partition", "headers",
                                      "timestamp")
+
+# How long a topic missing from the metadata is looked up again (a topic created a moment ago
+# may not be in every broker's metadata yet).
+TOPIC_PROPAGATION_S = 5.0
 
 _RESULT_SCHEMA = "index int, records long, skipped boolean, topics array<string>"
 
@@ -92,6 +97,7 @@ def write_kafka(
     init_transactions_timeout_s: float = 60.0,
     max_transaction_retries: int = 3,
     retry_buffer_bytes: int = 256 * 1024 * 1024,
+    metadata_timeout_s: float = 10.0,
 ) -> WriteResult:
     """Write ``df`` to Kafka, one producer per Spark partition.
 
@@ -101,6 +107,14 @@ def write_kafka(
     ``headers`` (array<struct<key string, value binary>>) and ``timestamp`` (timestamp).
     A keyed row without a partition goes where the Java producer and Spark's Kafka sink put
     it (``partitioner=murmur2_random``, unless ``kafka_config`` sets ``partitioner``).
+
+    Before anything is written, the driver checks the arguments and ``kafka_config`` (by
+    building the tasks' producer once), reads the cluster's metadata (an unreachable cluster
+    fails within ``metadata_timeout_s``), and runs one aggregation over ``df`` (the pre-pass;
+    ``none``/``at_least_once`` skip it when ``topic=`` is given and there is no ``partition``
+    or ``headers`` column) that refuses a null ``topic``, a topic the cluster does not have
+    (topics are never auto-created), a ``partition`` that is negative or not in its topic, and
+    a header with a null key.
 
     Delivery guarantees:
 
@@ -129,11 +143,15 @@ def write_kafka(
         count only under the narrow rule in ``docs/exactly-once.md``.
 
     Raises:
-        WriteConfigError: bad arguments or columns (before anything is written).
-        KafkaWriteError: the cluster's metadata or broker configs could not be read.
+        WriteConfigError: bad arguments, ``kafka_config``, columns or rows, or a missing topic
+            (before anything is written).
+        KafkaWriteError: the cluster did not answer within ``metadata_timeout_s``, or the
+            brokers' configs could not be read (before anything is written).
         LedgerError: the ledger topic cannot be created/read, or this ``write_id`` was
             started on a DataFrame with a different number of partitions.
-        DeliveryError: ``at_least_once`` and a record was not delivered.
+        DeliveryError: a record could not be produced, or (``at_least_once``) was not
+            acknowledged, or (``none``/``at_least_once``) records were still unacknowledged
+            ``message.timeout.ms`` (default two minutes) plus a few seconds after the last.
         TransactionError: ``exactly_once`` could not commit; subclasses
             :class:`TransactionInitTimeoutError`, :class:`ProducerFencedError`,
             :class:`InputTruncatedError` name the cause.
@@ -143,14 +161,14 @@ def write_kafka(
     if guarantee == "exactly_once":
         prefix, wid = _check_exactly_once_args(transactional_id_prefix, write_id,
                                                transaction_timeout_ms)
-        producer_config(kafka_config, guarantee, transactional_id=f"{prefix}-x",
-                        transaction_timeout_ms=transaction_timeout_ms)
+        check_producer_config(kafka_config, guarantee, transactional_id=f"{prefix}-x",
+                              transaction_timeout_ms=transaction_timeout_ms)
     else:
-        producer_config(kafka_config, guarantee)  # rejects keys the sink owns, before writing
+        check_producer_config(kafka_config, guarantee)
     admin = admin_client(kafka_config)
-    cluster = _read_cluster(admin, kafka_config)
+    cluster = _read_cluster(admin, kafka_config, _check_timeout(metadata_timeout_s))
     if topic is not None:
-        _check_topics_exist({topic: None}, cluster, kafka_config)
+        cluster = _check_topics_exist(admin, cluster, {topic: None}, kafka_config)
     if guarantee == "exactly_once":
         _check_transaction_timeout(admin, cluster, transaction_timeout_ms)
     # The pre-pass: one aggregation over df finds every bad row before anything is written
@@ -160,7 +178,7 @@ def write_kafka(
     if guarantee == "exactly_once" or topic is None or \
             {"partition", "headers"} & set(df.columns):
         scan = _scan_input(df, topic)
-        _check_rows(scan, topic, cluster, kafka_config)
+        _check_rows(admin, scan, topic, cluster, kafka_config)
     if guarantee != "exactly_once":
         plan = TaskPlan(kafka_config=dict(kafka_config), guarantee=guarantee, topic=topic)
         outcomes = _run_tasks(df, plan)
@@ -207,6 +225,7 @@ def prepare_exactly_once(
     init_transactions_timeout_s: float = 60.0,
     max_transaction_retries: int = 3,
     retry_buffer_bytes: int = 256 * 1024 * 1024,
+    metadata_timeout_s: float = 10.0,
 ) -> TaskPlan:
     """The driver half of an ``exactly_once`` write, without Spark: check the transaction
     timeout against the brokers, create/read the ledger, and return the tasks' plan.
@@ -215,10 +234,12 @@ def prepare_exactly_once(
         WriteConfigError: ``transaction_timeout_ms`` exceeds ``transaction.max.timeout.ms``.
         LedgerError: see :func:`write_kafka`.
     """
-    producer_config(kafka_config, "exactly_once", transactional_id=f"{transactional_id_prefix}-x",
-                    transaction_timeout_ms=transaction_timeout_ms)
+    check_producer_config(kafka_config, "exactly_once",
+                          transactional_id=f"{transactional_id_prefix}-x",
+                          transaction_timeout_ms=transaction_timeout_ms)
     admin = admin_client(kafka_config)
-    _check_transaction_timeout(admin, _read_cluster(admin, kafka_config), transaction_timeout_ms)
+    cluster = _read_cluster(admin, kafka_config, _check_timeout(metadata_timeout_s))
+    _check_transaction_timeout(admin, cluster, transaction_timeout_ms)
     return _plan_exactly_once(
         admin, kafka_config, topic=topic, transactional_id_prefix=transactional_id_prefix,
         write_id=write_id, num_partitions=num_partitions, ledger_topic=ledger_topic,
@@ -326,22 +347,40 @@ class _Cluster:
     partitions: Mapping[str, int]  # partitions per existing topic
 
 
+def _check_timeout(metadata_timeout_s: float) -> float:
+    if isinstance(metadata_timeout_s, bool) or not isinstance(metadata_timeout_s, int | float) \
+            or not metadata_timeout_s > 0:
+        raise WriteConfigError(
+            f"metadata_timeout_s must be a positive number of seconds, got "
+            f"{metadata_timeout_s!r}."
+        )
+    return float(metadata_timeout_s)
+
+
 def _read_cluster(admin: AdminClient, kafka_config: Mapping[str, Any],
-                  timeout: float = 30.0) -> _Cluster:
-    """The cluster's brokers and topics (every topic: a metadata request naming a topic could
-    create it where ``auto.create.topics.enable`` is on)."""
+                  timeout: float) -> _Cluster:
+    """The cluster's brokers and topics, read on the driver before anything else touches the
+    cluster (every topic: a metadata request naming a topic could create it where
+    ``auto.create.topics.enable`` is on).
+
+    Raises:
+        KafkaWriteError: no broker answered within ``timeout`` seconds.
+    """
     try:
         metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise KafkaWriteError(
-            f"could not read the metadata of the Kafka cluster at "
-            f"bootstrap.servers={_bootstrap(kafka_config)!r} within {timeout}s: "
-            f"{exc.args[0].str()}. Check bootstrap.servers, that the brokers are up and "
+            f"could not reach the Kafka cluster at bootstrap.servers="
+            f"{_bootstrap(kafka_config)!r}: no metadata within {timeout:g}s "
+            f"({exc.args[0].str()}). Check bootstrap.servers, that the brokers are up and "
             "reachable from the Spark driver, and the client's security settings "
-            "(security.protocol, sasl.*, ssl.*). Nothing was written."
+            "(security.protocol, sasl.*, ssl.*); if the cluster is only slow to answer, raise "
+            "metadata_timeout_s. Nothing was written."
         ) from None
+    # A topic listed with partitions exists, even while its leaders are being elected.
     partitions = {name: len(t.partitions) for name, t in metadata.topics.items()
-                  if t.error is None and t.partitions}
+                  if t.partitions and (t.error is None
+                                       or t.error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART)}
     return _Cluster(tuple(sorted(metadata.brokers)), partitions)
 
 
@@ -468,7 +507,7 @@ def _scan_input(df: DataFrame, topic: str | None) -> _InputScan:
     return _InputScan(tuple(sorted(groups, key=lambda g: (g.index, g.topic or ""))))
 
 
-def _check_rows(scan: _InputScan, topic: str | None, cluster: _Cluster,
+def _check_rows(admin: AdminClient, scan: _InputScan, topic: str | None, cluster: _Cluster,
                 kafka_config: Mapping[str, Any]) -> None:
     """Refuse the first bad row the pre-pass found, naming its column, value and Spark
     partition index (bad rows in other partitions are counted).
@@ -487,7 +526,7 @@ def _check_rows(scan: _InputScan, topic: str | None, cluster: _Cluster,
             "topic. Fill the column (e.g. coalesce(topic, lit('fallback'))) or pass topic=. "
             f"{nothing}"
         )
-    _check_topics_exist(scan.first_index_of_topics(), cluster, kafka_config)
+    cluster = _check_topics_exist(admin, cluster, scan.first_index_of_topics(), kafka_config)
     for g in scan.groups:
         if g.topic is None or g.min_partition is None or g.max_partition is None:
             continue
@@ -518,18 +557,32 @@ def _check_rows(scan: _InputScan, topic: str | None, cluster: _Cluster,
         )
 
 
-def _check_topics_exist(first_index: Mapping[str | None, int | None], cluster: _Cluster,
-                        kafka_config: Mapping[str, Any]) -> None:
+def _check_topics_exist(admin: AdminClient, cluster: _Cluster,
+                        first_index: Mapping[str | None, int | None],
+                        kafka_config: Mapping[str, Any]) -> _Cluster:
     """Refuse topics the cluster does not have; ``first_index`` maps each topic to the first
-    Spark partition index whose rows go to it (``None``: the ``topic=`` argument)."""
-    missing = sorted((i, t) for t, i in first_index.items()
-                     if t is not None and i is not None and t not in cluster.partitions)
-    argument = [t for t, i in first_index.items() if i is None and t not in cluster.partitions]
-    if not missing and not argument:
-        return
+    Spark partition index whose rows go to it (``None``: the ``topic=`` argument). A topic
+    created a moment ago may take a moment to appear in the brokers' metadata: missing topics
+    are looked up again for ``TOPIC_PROPAGATION_S`` seconds. Returns the latest view.
+
+    Raises:
+        WriteConfigError: a topic does not exist (or this client may not describe it).
+    """
+    deadline = time.monotonic() + TOPIC_PROPAGATION_S
+    while True:
+        missing = sorted((i, t) for t, i in first_index.items()
+                         if t is not None and i is not None and t not in cluster.partitions)
+        argument = [t for t, i in first_index.items()
+                    if t is not None and i is None and t not in cluster.partitions]
+        if not missing and not argument:
+            return cluster
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.25)
+        cluster = _read_cluster(admin, kafka_config, 30.0)
     where = f"on the cluster at bootstrap.servers={_bootstrap(kafka_config)!r}"
-    remedy = ("create it first (write_kafka never relies on topic auto-creation), or fix the "
-              "name. Nothing was written.")
+    remedy = ("create it first (write_kafka never relies on topic auto-creation), fix the name, "
+              "or, if it exists, allow this client to describe it. Nothing was written.")
     if argument:
         raise WriteConfigError(f"topic={argument[0]!r} does not exist {where}: {remedy}")
     named = ", ".join(f"{t!r} (column 'topic', first in Spark partition {i})"

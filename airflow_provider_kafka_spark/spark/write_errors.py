@@ -1,5 +1,6 @@
 """Exceptions of the Kafka sink (``write_kafka``). Every message says what was wrong, where, and
-what to do; none of them contains a config value, so secrets never reach a log line."""
+what to do; none of them contains a config value other than ``bootstrap.servers`` (never a
+secret), so secrets never reach a log line."""
 
 from __future__ import annotations
 
@@ -15,7 +16,9 @@ class WriteConfigError(KafkaWriteError, ConfigurationError):
 
 
 class DeliveryError(KafkaWriteError):
-    """At least one record was not acknowledged by Kafka (``at_least_once``)."""
+    """A record could not be produced (unknown topic or partition, too large), was not
+    acknowledged by Kafka (``at_least_once``), or was still unacknowledged when a task's final
+    flush ran out of time (``none``, ``at_least_once``)."""
 
 
 class TransactionError(KafkaWriteError):

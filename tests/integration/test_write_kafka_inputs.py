@@ -8,6 +8,7 @@ was produced to any target topic (read_uncommitted) and that the ledger holds no
 
 from __future__ import annotations
 
+import time
 import uuid
 from typing import Any
 
@@ -16,8 +17,9 @@ import pytest
 
 from airflow_provider_kafka_spark.spark.transactions import TaskPlan, write_partition
 from airflow_provider_kafka_spark.spark.write import write_kafka
-from airflow_provider_kafka_spark.spark.write_errors import WriteConfigError
+from airflow_provider_kafka_spark.spark.write_errors import KafkaWriteError, WriteConfigError
 from tests.integration.write_kafka_support import read_committed
+from tools.local_broker import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -140,3 +142,59 @@ def test_a_task_refuses_a_null_header_key_or_a_negative_partition_too(
                         [_batch(partition=pa.array([0, -2], pa.int32()))])
 
     assert _everything(kafka_config, topic) == []
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_an_unreachable_cluster_is_a_package_error_within_seconds(
+    spark: Any, kafka_admin: Any, guarantee: str
+) -> None:
+    """Nothing listens on the port: the driver's metadata probe fails fast, before any Spark
+    job, naming bootstrap.servers and what to do."""
+    bootstrap = f"127.0.0.1:{free_port()}"
+    df = spark.range(0, ROWS, numPartitions=3).selectExpr("CAST(id AS STRING) AS value")
+    ledger = f"ledger-{uuid.uuid4().hex[:10]}"
+    jobs_before = _spark_jobs(spark)
+
+    started = time.monotonic()
+    with pytest.raises(KafkaWriteError) as caught:
+        write_kafka(df, {"bootstrap.servers": bootstrap}, topic="out",
+                    delivery_guarantee=guarantee, transactional_id_prefix="test-inputs",
+                    write_id=f"unreachable-{uuid.uuid4().hex}", ledger_topic=ledger)
+    elapsed = time.monotonic() - started
+
+    message = str(caught.value)
+    assert f"bootstrap.servers='{bootstrap}'" in message
+    assert "reachable from the Spark driver" in message and "metadata_timeout_s" in message
+    assert "Nothing was written" in message
+    assert not isinstance(caught.value, WriteConfigError)
+    assert elapsed < 20, elapsed  # a guard only: the probe's default timeout is 10 s
+    assert _spark_jobs(spark) == jobs_before
+
+
+def _spark_jobs(spark: Any) -> int:
+    tracker = spark.sparkContext.statusTracker()
+    return len(tracker.getJobIdsForGroup(None))
+
+
+@pytest.mark.parametrize(("guarantee", "config", "match"), [
+    ("none", {"no.such.property": "1"}, r'No such configuration property: "no.such.property"'),
+    ("at_least_once", {"linger.ms": "soon"},
+     r'Invalid value for configuration property "(linger|queue.buffering.max).ms"'),
+    ("exactly_once", {"message.timeout.ms": "120000"},
+     r"`message.timeout.ms` must be set <= `transaction.timeout.ms`"),
+])
+def test_a_bad_kafka_config_is_a_write_config_error_before_anything_runs(
+    spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any,
+    guarantee: str, config: dict[str, Any], match: str,
+) -> None:
+    topic = new_topic(partitions=1)
+    ledger = f"ledger-{uuid.uuid4().hex[:10]}"
+    df = spark.range(0, ROWS, numPartitions=3).selectExpr("CAST(id AS STRING) AS value")
+
+    with pytest.raises(WriteConfigError, match=rf"kafka_config is not a valid .*{match}"):
+        write_kafka(df, {**kafka_config, **config}, topic=topic, delivery_guarantee=guarantee,
+                    transactional_id_prefix="test-inputs", write_id=f"cfg-{uuid.uuid4().hex}",
+                    ledger_topic=ledger, transaction_timeout_ms=60000)
+
+    assert _everything(kafka_config, topic) == []
+    assert ledger not in kafka_admin.list_topics(timeout=30).topics

@@ -22,3 +22,21 @@ def test_keys_are_partitioned_like_the_java_producer_unless_kafka_config_says_ot
 
     assert producer_config(CONFIG, guarantee, **eos)["partitioner"] == "murmur2_random"
     assert producer_config(own, guarantee, **eos)["partitioner"] == "consistent_random"
+
+
+@pytest.mark.parametrize("guarantee", ["none", "at_least_once"])
+def test_records_time_out_after_two_minutes_unless_kafka_config_says_otherwise(
+    guarantee: DeliveryGuarantee,
+) -> None:
+    assert producer_config(CONFIG, guarantee)["message.timeout.ms"] == 120000
+    assert producer_config({**CONFIG, "message.timeout.ms": 5000},
+                           guarantee)["message.timeout.ms"] == 5000
+    assert producer_config({**CONFIG, "delivery.timeout.ms": 5000},
+                           guarantee)["delivery.timeout.ms"] == 5000
+    assert "message.timeout.ms" not in producer_config({**CONFIG, "delivery.timeout.ms": 5000},
+                                                       guarantee)
+
+
+def test_exactly_once_leaves_the_record_timeout_to_the_transaction_timeout() -> None:
+    """librdkafka caps message.timeout.ms at transaction.timeout.ms by itself."""
+    assert "message.timeout.ms" not in producer_config(CONFIG, "exactly_once", **EOS)

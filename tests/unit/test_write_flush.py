@@ -1,0 +1,55 @@
+"""A task's final flush is bounded: records still queued after it are a DeliveryError."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_provider_kafka_spark.spark import transactions
+from airflow_provider_kafka_spark.spark.transactions import TaskPlan, write_partition
+from airflow_provider_kafka_spark.spark.write_errors import DeliveryError
+
+
+class _StuckProducer:
+    """A producer whose records are never delivered (every broker gone)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.queued = 0
+        self.flush_timeouts: list[float] = []
+
+    def produce(self, *args: Any, **kwargs: Any) -> None:
+        self.queued += 1
+
+    def poll(self, timeout: float = 0) -> int:
+        return 0
+
+    def flush(self, timeout: float = -1) -> int:
+        self.flush_timeouts.append(timeout)
+        time.sleep(timeout)
+        return self.queued
+
+
+@pytest.mark.parametrize("guarantee", ["none", "at_least_once"])
+def test_records_never_delivered_fail_the_task_after_a_bounded_flush(
+    monkeypatch: pytest.MonkeyPatch, guarantee: str
+) -> None:
+    producers: list[_StuckProducer] = []
+
+    def stuck(config: dict[str, Any]) -> _StuckProducer:
+        producers.append(_StuckProducer(config))
+        return producers[-1]
+
+    monkeypatch.setattr(transactions, "Producer", stuck)
+    monkeypatch.setattr(transactions, "FLUSH_GRACE_S", 0.3)
+    plan = TaskPlan(kafka_config={"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 200},
+                    guarantee=guarantee, topic="out")  # type: ignore[arg-type]
+    batch = pa.RecordBatch.from_pydict({"value": pa.array([b"a", b"b", b"c"])})
+
+    with pytest.raises(DeliveryError, match=r"task 4: 3 of 3 records were not delivered within "
+                                            r"0\.5s \(message.timeout.ms=200\).*brokers"):
+        write_partition(plan, 4, [batch])
+    assert sum(producers[0].flush_timeouts) == pytest.approx(0.5, abs=0.2)
