@@ -33,7 +33,7 @@ from airflow_provider_kafka_spark.offsets.errors import InternalTopicError
 
 # Errors of a partition created a moment ago whose leader is not elected yet: retried.
 _NOT_READY = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                        KafkaError.UNKNOWN_TOPIC_OR_PART})
+                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._NOENT})
 
 
 @dataclass(frozen=True)

@@ -51,8 +51,10 @@ OnOpenTransaction = Literal["fail", "truncate"]
 T = TypeVar("T")
 
 # Leadership not settled yet (e.g. right after topic creation); librdkafka's admin results do
-# not always flag these as retriable.
+# not always flag these as retriable. _NOENT: "Failed to query partition leaders: No leaders
+# found", librdkafka's answer while a new topic's metadata has no leader yet.
 _TRANSIENT_CODES = frozenset({
+    KafkaError._NOENT,
     KafkaError.NOT_LEADER_FOR_PARTITION,
     KafkaError.LEADER_NOT_AVAILABLE,
     KafkaError.UNKNOWN_TOPIC_OR_PART,

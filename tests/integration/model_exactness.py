@@ -161,8 +161,8 @@ class Model:
             try:
                 return {tp.partition: f.result(timeout=30).offset for tp, f in futures.items()}
             except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.NOT_LEADER_FOR_PARTITION \
-                        or time.monotonic() > deadline:
+                if exc.args[0].code() not in (KafkaError.NOT_LEADER_FOR_PARTITION,
+                                              KafkaError._NOENT) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
 
