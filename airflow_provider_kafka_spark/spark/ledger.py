@@ -13,7 +13,14 @@ Format 2 (this version writes it)::
 
     key    JSON array ["v2", p, w, i]   e.g. ["v2","orders","orders/clean/2024-05-04",3]
     value  JSON object {"format": 2, "transactional_id_prefix": p, "write_id": w, "index": i,
-                        "num_partitions": ..., "records": ..., "topics": [...]}
+                        "num_partitions": ..., "records": ..., "topics": [...],
+                        "digest": "<16 hex digits>"}
+
+``records``, ``topics`` and ``digest`` are the task's input fingerprint (:class:`TaskInput`): a
+later write with the same prefix and write id whose input differs is refused
+(:func:`check_inputs`) instead of silently counting as a completed re-run. Entries written
+before fingerprints have no ``digest``; their content is unknown and only their ``records``
+and ``topics`` are compared.
 
 Format 1 (earlier versions) keyed the record ``<w>/<i>``, left ``transactional_id_prefix`` out
 of the value and chose the same partition. A format-1 entry does not say which application
@@ -32,7 +39,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -113,6 +120,7 @@ class LedgerEntry:
     num_partitions: int
     records: int
     topics: tuple[str, ...]
+    digest: str | None = None  # the input's content digest; None: unknown (older entries)
 
     def key(self) -> LedgerKey:
         """The key of this entry's ledger record."""
@@ -129,6 +137,8 @@ class LedgerEntry:
         }
         if self.transactional_id_prefix is not None:
             doc.update(format=2, transactional_id_prefix=self.transactional_id_prefix)
+        if self.digest is not None:
+            doc["digest"] = self.digest
         return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
@@ -147,6 +157,7 @@ class LedgerEntry:
                 num_partitions=int(doc["num_partitions"]),
                 records=int(doc["records"]),
                 topics=tuple(doc["topics"]),
+                digest=None if doc.get("digest") is None else str(doc["digest"]),
             )
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise LedgerError(
@@ -154,6 +165,70 @@ class LedgerEntry:
                 "the ledger topic holds records this package did not write. Pass a "
                 "ledger_topic= that only write_kafka writes to."
             ) from None
+
+
+@dataclass(frozen=True)
+class TaskInput:
+    """The fingerprint of one task's input, from the driver's pre-pass over the DataFrame:
+    its row count, the topics its rows go to, and a content ``digest`` (``None``: unknown).
+
+    ``write_kafka``'s digest: Spark's ``xxhash64`` (seed 42) of each row's ``topic`` (the
+    ``topic=`` argument when given), ``key``, ``value``, ``partition``, ``headers`` and
+    ``timestamp`` (absent columns skipped: an absent column hashes like a null one), summed
+    over the partition's rows modulo 2**64, as 16 hex digits. The order of the rows does not
+    change it; any changed, added or removed row does (up to 64-bit hash collisions).
+    """
+
+    records: int
+    topics: tuple[str, ...]
+    digest: str | None = None
+
+    def differences(self, entry: LedgerEntry) -> list[str]:
+        """How ``entry`` (a committed task) differs from this input; empty if it may be the
+        same. A digest is compared only when both sides know it."""
+        found = []
+        if entry.records != self.records:
+            found.append(f"rows: {entry.records} committed, {self.records} now")
+        if tuple(entry.topics) != tuple(self.topics):
+            found.append(f"topics: {list(entry.topics)} committed, {list(self.topics)} now")
+        if entry.digest is not None and self.digest is not None and entry.digest != self.digest:
+            found.append(f"content digest: {entry.digest} committed, {self.digest} now")
+        return found
+
+
+def check_inputs(
+    entries: Mapping[int, LedgerEntry],
+    inputs: Sequence[TaskInput],
+    *,
+    transactional_id_prefix: str,
+    write_id: str,
+) -> None:
+    """Refuse committed ``entries`` (by partition index) whose input fingerprint differs from
+    this write's ``inputs`` (one per partition index).
+
+    Raises:
+        LedgerError: the first task (lowest index) that differs, with what differs.
+    """
+    for index in sorted(entries):
+        found = inputs[index].differences(entries[index]) if index < len(inputs) else \
+            [f"partition index {index} is not in this DataFrame"]
+        if found:
+            raise input_mismatch(transactional_id_prefix, write_id, index, found,
+                                 "Nothing was written.")
+
+
+def input_mismatch(transactional_id_prefix: str, write_id: str, index: int,
+                   differences: Iterable[str], outcome: str) -> LedgerError:
+    """The error for a committed task whose input differs from this write's; ``outcome`` says
+    what this write did."""
+    return LedgerError(
+        f"write_id {write_id!r} of transactional_id_prefix {transactional_id_prefix!r} already "
+        f"committed task {index} from other input ({'; '.join(differences)}). A write_id names "
+        "one write of one input: a re-run must give every Spark partition the same rows (and "
+        "topics), so that it can skip what was committed. To write different data, use a new "
+        f"write_id; if the input is meant to be the same, make the DataFrame deterministic per "
+        f"partition. {outcome}"
+    )
 
 
 @dataclass(frozen=True)

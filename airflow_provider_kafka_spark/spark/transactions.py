@@ -9,8 +9,8 @@ built on the driver, so the same code runs in a Spark Python worker and in a pla
     init_transactions()            fences every older producer of transactional.id <prefix>-<h>-<i>
                                    and completes or aborts its transaction
     read the ledger tail           (read_committed) up to the high watermark seen after the fence
-    if (prefix, write_id, i)       skip - an earlier attempt committed this task
-      is there:
+    if (prefix, write_id, i)       skip - an earlier attempt committed this task (refuse
+      is there:                    with LedgerError if it recorded another input fingerprint)
     begin_transaction()
     produce the rows               counting them; fewer than the partition holds -> abort
     produce the ledger record      last, so the ledger partition is held back only briefly
@@ -34,7 +34,13 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from airflow_provider_kafka_spark.offsets.config import client_config
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
-from airflow_provider_kafka_spark.spark.ledger import LedgerEntry, ledger_end_offset, read_ledger
+from airflow_provider_kafka_spark.spark.ledger import (
+    LedgerEntry,
+    TaskInput,
+    input_mismatch,
+    ledger_end_offset,
+    read_ledger,
+)
 from airflow_provider_kafka_spark.spark.write_errors import (
     DeliveryError,
     InputTruncatedError,
@@ -176,6 +182,9 @@ class TaskPlan:
     committed: frozenset[int] = frozenset()
     committed_topics: tuple[str, ...] = ()
     expected_rows: tuple[int, ...] | None = None
+    # The content digest of each partition's input (driver's pre-pass), recorded in the task's
+    # ledger entry; None: not known (then the entry has none).
+    digests: tuple[str | None, ...] | None = None
     transaction_timeout_ms: int = 60000
     init_timeout_s: float = 60.0
     max_transaction_retries: int = 3
@@ -433,9 +442,19 @@ def _write_exactly_once(
                        write_id=plan.write_id, output_topic=plan.topic,
                        start_offset=plan.ledger_offset, until_offset=high, timeout=timeout)
     if index in view.entries:
+        entry = view.entries[index]
+        if plan.expected_rows is not None:
+            targets = (plan.topic,) if plan.topic is not None else entry.topics
+            expected = TaskInput(plan.expected_rows[index], targets, _digest(plan, index))
+            found = expected.differences(entry)
+            if found:  # another write of this write_id with other input committed meanwhile
+                raise input_mismatch(
+                    plan.transactional_id_prefix, plan.write_id, index, found,
+                    "This task wrote nothing, but other tasks of this write may have committed "
+                    "theirs: the output may mix both inputs.")
         log.info("task %d of write %r was committed by an earlier attempt; skipping",
                  index, plan.write_id)
-        return TaskOutcome(index, 0, True, view.entries[index].topics)
+        return TaskOutcome(index, 0, True, entry.topics)
 
     source = _ReplayableBatches(batches, plan.retry_buffer_bytes)
     attempt = 0
@@ -453,7 +472,8 @@ def _write_exactly_once(
                     "retry or a re-run of the write writes the partition."
                 )
             entry = LedgerEntry(plan.transactional_id_prefix, plan.write_id, index,
-                                plan.num_partitions, records, tuple(sorted(topics)))
+                                plan.num_partitions, records, tuple(sorted(topics)),
+                                _digest(plan, index))
             producer.produce(plan.ledger_topic, entry.value(), entry.key().encode(),
                              plan.ledger_partition)
             _commit(producer, tid, timeout)
@@ -483,6 +503,10 @@ def _write_exactly_once(
         except BaseException:
             _abort_quietly(producer, tid)
             raise
+
+
+def _digest(plan: TaskPlan, index: int) -> str | None:
+    return plan.digests[index] if plan.digests is not None else None
 
 
 def fence_tasks(plan: TaskPlan, indices: Iterable[int]) -> None:

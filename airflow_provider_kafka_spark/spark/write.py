@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -21,6 +21,8 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
 from airflow_provider_kafka_spark.spark.errors import kafka_errors
 from airflow_provider_kafka_spark.spark.ledger import (
+    TaskInput,
+    check_inputs,
     ensure_ledger_topic,
     ledger_end_offset,
     ledger_partition,
@@ -177,7 +179,7 @@ def write_kafka(
     scan = None
     if guarantee == "exactly_once" or topic is None or \
             {"partition", "headers"} & set(df.columns):
-        scan = _scan_input(df, topic)
+        scan = _scan_input(df, topic, digest=guarantee == "exactly_once")
         _check_rows(admin, scan, topic, cluster, kafka_config)
     if guarantee != "exactly_once":
         plan = TaskPlan(kafka_config=dict(kafka_config), guarantee=guarantee, topic=topic)
@@ -197,10 +199,10 @@ def write_kafka(
         transaction_timeout_ms=transaction_timeout_ms,
         init_transactions_timeout_s=init_transactions_timeout_s,
         max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
+        inputs=scan.inputs(num_partitions),
     )
     outcomes = []
     if len(plan.committed) < num_partitions:
-        plan = replace(plan, expected_rows=scan.rows_per_index(num_partitions))
         outcomes = _run_tasks(df, plan)
     written = {i: n for i, n, skipped, _ in outcomes if not skipped}
     topics = set(plan.committed_topics) | {t for *_, ts in outcomes for t in ts}
@@ -226,9 +228,14 @@ def prepare_exactly_once(
     max_transaction_retries: int = 3,
     retry_buffer_bytes: int = 256 * 1024 * 1024,
     metadata_timeout_s: float = 10.0,
+    inputs: Sequence[TaskInput] | None = None,
 ) -> TaskPlan:
     """The driver half of an ``exactly_once`` write, without Spark: check the transaction
     timeout against the brokers, create/read the ledger, and return the tasks' plan.
+
+    ``inputs`` (one :class:`TaskInput` per partition index; ``write_kafka``'s pre-pass computes
+    them) are compared with the committed ledger entries and set the plan's ``expected_rows``
+    and ``digests``; without them nothing is compared and the caller sets ``expected_rows``.
 
     Raises:
         WriteConfigError: ``transaction_timeout_ms`` exceeds ``transaction.max.timeout.ms``.
@@ -245,7 +252,8 @@ def prepare_exactly_once(
         write_id=write_id, num_partitions=num_partitions, ledger_topic=ledger_topic,
         transaction_timeout_ms=transaction_timeout_ms,
         init_transactions_timeout_s=init_transactions_timeout_s,
-        max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes)
+        max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
+        inputs=inputs)
 
 
 def _plan_exactly_once(
@@ -261,8 +269,10 @@ def _plan_exactly_once(
     init_transactions_timeout_s: float,
     max_transaction_retries: int,
     retry_buffer_bytes: int,
+    inputs: Sequence[TaskInput] | None,
 ) -> TaskPlan:
-    """Create/read the ledger and return the tasks' plan (the checks are done)."""
+    """Create/read the ledger, compare its entries with ``inputs``, and return the tasks'
+    plan (the other checks are done)."""
     partitions = ensure_ledger_topic(admin, ledger_topic)
     partition = ledger_partition(write_id, partitions)
     # The driver's view is an optimisation (skip tasks known to be done); every task re-checks
@@ -279,8 +289,11 @@ def _plan_exactly_once(
             f"write_id {write_id!r} of transactional_id_prefix {transactional_id_prefix!r} was "
             f"started on a DataFrame with {other.pop()} partitions but "
             f"this DataFrame has {num_partitions}. A re-run must produce the same partitions; "
-            "use a new write_id for a different DataFrame."
+            "use a new write_id for a different DataFrame. Nothing was written."
         )
+    if inputs is not None:
+        check_inputs(view.entries, inputs, transactional_id_prefix=transactional_id_prefix,
+                     write_id=write_id)
     plan = TaskPlan(
         kafka_config=dict(kafka_config),
         guarantee="exactly_once",
@@ -297,6 +310,8 @@ def _plan_exactly_once(
         init_timeout_s=init_transactions_timeout_s,
         max_transaction_retries=max_transaction_retries,
         retry_buffer_bytes=retry_buffer_bytes,
+        expected_rows=None if inputs is None else tuple(t.records for t in inputs),
+        digests=None if inputs is None else tuple(t.digest for t in inputs),
     )
     if stable < ledger_end_offset(admin, ledger_topic, partition, committed=False):
         # An open transaction on the ledger partition: maybe a crashed attempt of this write
@@ -458,6 +473,7 @@ class _Group:
     min_partition: int | None  # of the 'partition' column, nulls ignored
     max_partition: int | None
     null_header_key_rows: int  # rows with a header whose key (or the header itself) is null
+    hash_sum: int | None  # the sum of the rows' xxhash64 (exactly_once only)
 
 
 @dataclass(frozen=True)
@@ -472,6 +488,18 @@ class _InputScan:
             counts[g.index] += g.rows
         return tuple(counts)
 
+    def inputs(self, num_partitions: int) -> list[TaskInput]:
+        """Each partition's input fingerprint (see :class:`TaskInput` for the digest)."""
+        rows = self.rows_per_index(num_partitions)
+        topics: list[set[str]] = [set() for _ in range(num_partitions)]
+        sums = [0] * num_partitions
+        for g in self.groups:
+            if g.topic is not None:
+                topics[g.index].add(g.topic)
+            sums[g.index] += g.hash_sum or 0
+        return [TaskInput(rows[i], tuple(sorted(topics[i])), f"{sums[i] % 2**64:016x}")
+                for i in range(num_partitions)]
+
     def first_index_of_topics(self) -> dict[str | None, int]:
         """Every topic the rows go to, with the first Spark partition index holding one."""
         first: dict[str | None, int] = {}
@@ -480,14 +508,19 @@ class _InputScan:
         return first
 
 
-def _scan_input(df: DataFrame, topic: str | None) -> _InputScan:
+def _scan_input(df: DataFrame, topic: str | None, *, digest: bool) -> _InputScan:
     """The pre-pass: one aggregation over ``df``, grouped by Spark partition index and topic
-    (``topic=`` when given, else the ``topic`` column)."""
+    (``topic=`` when given, else the ``topic`` column); with ``digest``, also the sum of the
+    rows' hashes (:class:`TaskInput`)."""
     from pyspark.sql import functions as F
 
     columns = set(df.columns)
     target = F.lit(topic) if topic is not None else F.col("topic")
     aggregates = [F.count(F.lit(1)).alias("rows")]
+    if digest:
+        hashed = [target, *(F.col(c) for c in ACCEPTED_COLUMNS if c != "topic" and c in columns)]
+        # decimal(38,0): a sum of signed 64-bit hashes that cannot overflow; reduced mod 2**64.
+        aggregates.append(F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias("hash_sum"))
     if "partition" in columns:
         aggregates += [F.min("partition").alias("min_partition"),
                        F.max("partition").alias("max_partition")]
@@ -501,7 +534,8 @@ def _scan_input(df: DataFrame, topic: str | None) -> _InputScan:
         _Group(index=r["index"], topic=r["topic"], rows=r["rows"],
                min_partition=r["min_partition"] if "partition" in columns else None,
                max_partition=r["max_partition"] if "partition" in columns else None,
-               null_header_key_rows=r["null_header_keys"] if "headers" in columns else 0)
+               null_header_key_rows=r["null_header_keys"] if "headers" in columns else 0,
+               hash_sum=int(r["hash_sum"]) if digest else None)
         for r in rows
     ]
     return _InputScan(tuple(sorted(groups, key=lambda g: (g.index, g.topic or ""))))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 
 import pytest
 
@@ -11,6 +12,8 @@ from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 from airflow_provider_kafka_spark.spark.ledger import (
     LedgerEntry,
     LedgerKey,
+    TaskInput,
+    check_inputs,
     committed_entries,
     ledger_partition,
 )
@@ -128,3 +131,39 @@ def test_committed_entries_reject_a_value_that_disagrees_with_its_key() -> None:
     with pytest.raises(LedgerError, match="at offset 17 has the key"):
         committed_entries([forged], transactional_id_prefix="app", write_id="w",
                           output_topic="out")
+
+
+def test_an_entry_records_its_input_digest_and_one_without_reads_as_unknown() -> None:
+    entry = LedgerEntry("app", "w", 2, 4, 100, ("out",), digest="00ff00ff00ff00ff")
+    without = LedgerEntry("app", "w", 2, 4, 100, ("out",))
+
+    assert json.loads(entry.value())["digest"] == "00ff00ff00ff00ff"
+    assert LedgerEntry.from_value(entry.value()) == entry
+    assert "digest" not in json.loads(without.value())
+    assert LedgerEntry.from_value(without.value()).digest is None
+
+
+def test_an_entry_differs_from_an_input_in_rows_topics_or_a_known_digest() -> None:
+    entry = LedgerEntry("app", "w", 0, 2, 10, ("out",), digest="aa")
+
+    assert TaskInput(10, ("out",), "aa").differences(entry) == []
+    assert TaskInput(10, ("out",), None).differences(entry) == []
+    assert TaskInput(10, ("out",), "aa").differences(replace(entry, digest=None)) == []
+    assert TaskInput(12, ("out", "x"), "bb").differences(entry) == [
+        "rows: 10 committed, 12 now",
+        "topics: ['out'] committed, ['out', 'x'] now",
+        "content digest: aa committed, bb now",
+    ]
+
+
+def test_check_inputs_names_the_write_the_task_and_the_remedy() -> None:
+    entries = {0: LedgerEntry("app", "w", 0, 2, 10, ("out",), digest="aa"),
+               1: LedgerEntry("app", "w", 1, 2, 10, ("out",), digest="cc")}
+    inputs = [TaskInput(10, ("out",), "aa"), TaskInput(10, ("out",), "dd")]
+
+    check_inputs({0: entries[0]}, inputs, transactional_id_prefix="app", write_id="w")
+    with pytest.raises(LedgerError, match=r"write_id 'w' of transactional_id_prefix 'app' "
+                                          r"already committed task 1 from other input "
+                                          r"\(content digest: cc committed, dd now\).*"
+                                          r"use a new write_id"):
+        check_inputs(entries, inputs, transactional_id_prefix="app", write_id="w")
