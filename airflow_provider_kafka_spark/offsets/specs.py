@@ -8,14 +8,34 @@ spec's ``str()`` parses back to an equal spec.
 from __future__ import annotations
 
 import json
+import re
+import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
 
 TopicPartitionKey = tuple[str, int]
+
+MAX_PARTITION = 2**31 - 1
+"""The largest partition number (Kafka's partition ids are 32-bit)."""
+MAX_OFFSET = 2**63 - 1
+"""The largest offset (Kafka's offsets are 64-bit)."""
+MAX_TIMESTAMP_MILLIS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z in epoch milliseconds: the latest instant a ``datetime`` holds."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# ASCII only: str.isdigit() also accepts '١' and '²', which int() then refuses or converts.
+_ASCII_DIGITS = re.compile(r"[0-9]+")
+_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
+# Longer digit strings are out of every range here (and int() refuses 4300+ digits).
+_MAX_DIGITS = 19
+_SHORT = reprlib.Repr()
+_SHORT.maxstring = _SHORT.maxother = 80
+_SHORT.maxlong = 40
+_SHORT.maxlevel = 3
 
 _SPEC_HELP = (
     "Use 'earliest', 'latest', 'committed', 'committed:earliest', 'committed:latest', "
@@ -23,6 +43,94 @@ _SPEC_HELP = (
     'or explicit offsets such as {"topic": {"0": 23}} (optionally with "*": <spec> for the '
     "partitions not listed)."
 )
+
+_EPOCH_RANGE = (f"use epoch milliseconds from 0 to {MAX_TIMESTAMP_MILLIS} "
+                "(1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z)")
+
+
+def shown(value: object) -> str:
+    """A short ``repr`` of a user's value for an error message: a hostile value (a huge
+    string, a deeply nested dict) is cut, never echoed whole."""
+    try:
+        return _SHORT.repr(value)
+    except ValueError:  # an int of more than 4300 digits has no repr
+        return f"<a {type(value).__name__} too long to show>"
+
+
+def check_topic_name(topic: object, where: str) -> str:
+    """``topic`` if it can name a Kafka topic, else :class:`OffsetSpecError` (``where``
+    says whose topic it is)."""
+    if isinstance(topic, str) and _TOPIC_NAME.fullmatch(topic) and topic not in (".", ".."):
+        return topic
+    raise OffsetSpecError(
+        f"{where}: {shown(topic)} is not a Kafka topic name; topic names are 1 to 249 of the "
+        "characters a-z A-Z 0-9 . _ - (check for spaces and typos)."
+    )
+
+
+def check_partition(partition: object, where: str) -> int:
+    """``partition`` if it is a partition number (an int, not a bool, from 0 to
+    :data:`MAX_PARTITION`), else :class:`OffsetSpecError`."""
+    if _is_int_up_to(partition, MAX_PARTITION):
+        return partition  # type: ignore[return-value]
+    raise OffsetSpecError(
+        f"{where}: partition={shown(partition)} is not a partition number; use an int from 0 "
+        f"to {MAX_PARTITION}."
+    )
+
+
+def check_offset(offset: object, where: str, what: str = "offset") -> int:
+    """``offset`` if it is a Kafka offset (an int, not a bool, from 0 to :data:`MAX_OFFSET`),
+    else :class:`OffsetSpecError` naming it ``what``."""
+    if _is_int_up_to(offset, MAX_OFFSET):
+        return offset  # type: ignore[return-value]
+    raise OffsetSpecError(
+        f"{where}: {what}={shown(offset)} is not an offset; use an int from 0 to {MAX_OFFSET}."
+    )
+
+
+def _is_int_up_to(value: object, maximum: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value <= maximum
+
+
+def load_json(text: str | bytes, what: str, remedy: str) -> Any:
+    """``json.loads`` that only raises :class:`OffsetSpecError` (``what`` names the document
+    in it, ``remedy`` says what to pass instead): bytes that are not UTF-8, bad syntax, deep
+    nesting, numbers too long for Python, and a key that appears twice in one object (one of
+    its values would be silently dropped)."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise OffsetSpecError(
+                f"{what} are bytes that are not UTF-8 text (byte {text[exc.start]:#04x} at "
+                f"position {exc.start}). {remedy}"
+            ) from None
+    try:
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except OffsetSpecError as exc:
+        raise OffsetSpecError(f"{what}: {exc} {remedy}") from None
+    except RecursionError:
+        raise OffsetSpecError(f"{what} are nested too deeply to be read. {remedy}") from None
+    except json.JSONDecodeError as exc:
+        raise OffsetSpecError(f"{what} are not valid JSON ({exc}). {remedy}") from None
+    except ValueError:  # int() refuses numbers of more than 4300 digits
+        raise OffsetSpecError(
+            f"{what} are not valid JSON here: a number has thousands of digits (offsets are "
+            f"at most {MAX_OFFSET}). {remedy}"
+        ) from None
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
+            raise OffsetSpecError(
+                f"the key {shown(key)} appears more than once in one JSON object, so all but "
+                "one of its values would be silently dropped; list it once."
+            )
+        result[key] = value
+    return result
 
 
 @dataclass(frozen=True)
@@ -75,26 +183,35 @@ class Timestamp:
     millis: int
 
     def __post_init__(self) -> None:
-        if isinstance(self.millis, bool) or not isinstance(self.millis, int) or self.millis < 0:
+        if not _is_int_up_to(self.millis, MAX_TIMESTAMP_MILLIS):
             raise OffsetSpecError(
-                f"Timestamp(millis={self.millis!r}) must be a non-negative int of epoch millis."
+                f"Timestamp(millis={shown(self.millis)}) is not a time this package can use; "
+                f"{_EPOCH_RANGE}."
             )
 
     @classmethod
     def from_datetime(cls, moment: datetime) -> Timestamp:
-        """The spec for an aware datetime; a naive one is rejected as ambiguous."""
+        """The spec for an aware datetime from 1970 to 9999 (UTC); a naive one is rejected as
+        ambiguous."""
         if moment.tzinfo is None or moment.tzinfo.utcoffset(moment) is None:
             raise OffsetSpecError(
                 f"datetime {moment.isoformat()} has no time zone, so it is ambiguous; "
                 "pass an aware datetime (e.g. pendulum.datetime(..., tz='UTC'))."
             )
-        delta = moment - datetime(1970, 1, 1, tzinfo=UTC)
-        return cls(delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000)
+        delta = moment - _EPOCH
+        millis = delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
+        if not 0 <= millis <= MAX_TIMESTAMP_MILLIS:
+            raise OffsetSpecError(
+                f"time {moment.isoformat()} is out of range: a timestamp spec is at the earliest "
+                "1970-01-01T00:00:00Z and at the latest 9999-12-31T23:59:59.999Z (UTC); pass a "
+                "time in that range."
+            )
+        return cls(millis)
 
     @property
     def datetime(self) -> datetime:
         """The instant as an aware UTC datetime."""
-        return datetime.fromtimestamp(self.millis / 1000, tz=UTC)
+        return _EPOCH + timedelta(milliseconds=self.millis)
 
     def __str__(self) -> str:
         return "timestamp:" + self.datetime.isoformat(timespec="milliseconds").replace(
@@ -113,25 +230,25 @@ class SpecificOffsets:
     default: OffsetSpec | None = field(default=None)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.offsets, Mapping):
+            raise OffsetSpecError(
+                f"SpecificOffsets({shown(self.offsets)}): offsets must be a mapping of "
+                "(topic, partition) to offset, e.g. {('orders', 0): 23}."
+            )
         checked: dict[TopicPartitionKey, int] = {}
-        for key, offset in dict(self.offsets).items():
-            if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)
-                    and isinstance(key[1], int) and key[1] >= 0):
+        for key, offset in self.offsets.items():
+            if not (isinstance(key, tuple) and len(key) == 2):
                 raise OffsetSpecError(
-                    f"SpecificOffsets key {key!r} must be a (topic, partition) tuple "
-                    "with a non-negative partition."
+                    f"SpecificOffsets key {shown(key)} is not a (topic, partition) pair; use "
+                    "keys such as ('orders', 0)."
                 )
-            if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-                raise OffsetSpecError(
-                    f"offset {offset!r} for {key[0]}/{key[1]} must be a non-negative int."
-                )
-            checked[key] = offset
+            topic = check_topic_name(key[0], "explicit offsets")
+            partition = check_partition(key[1], f"explicit offsets of topic {topic!r}")
+            checked[(topic, partition)] = check_offset(offset, f"explicit offsets, {topic}/"
+                                                       f"{partition}")
         object.__setattr__(self, "offsets", dict(sorted(checked.items())))
         if self.default is not None:
-            default = parse_offset_spec(self.default)
-            if isinstance(default, SpecificOffsets):
-                raise OffsetSpecError("the default of SpecificOffsets cannot itself be explicit.")
-            object.__setattr__(self, "default", default)
+            object.__setattr__(self, "default", _parse_default(self.default))
 
     def __hash__(self) -> int:
         return hash((tuple(self.offsets.items()), self.default))
@@ -167,7 +284,8 @@ def parse_offset_spec(value: object) -> OffsetSpec:
     (``"*"`` is optional: the spec for partitions not listed).
 
     Raises:
-        OffsetSpecError: the value is none of those, or a time has no zone.
+        OffsetSpecError: the value is none of those, a time has no zone or is outside
+            1970..9999, or an offset or partition is not a valid number.
     """
     if isinstance(value, Earliest | Latest | Committed | Timestamp | SpecificOffsets):
         return value
@@ -175,9 +293,12 @@ def parse_offset_spec(value: object) -> OffsetSpec:
         return Timestamp.from_datetime(value)
     if isinstance(value, Mapping):
         return _parse_offsets_mapping(value)
+    if isinstance(value, bytes):
+        raise OffsetSpecError(f"offset spec {shown(value)} is bytes; decode it to a str first "
+                              "(value.decode('utf-8')). " + _SPEC_HELP)
     if not isinstance(value, str):
-        raise OffsetSpecError(f"offset spec {value!r} ({type(value).__name__}) is not valid. "
-                              + _SPEC_HELP)
+        raise OffsetSpecError(f"offset spec {shown(value)} ({type(value).__name__}) is not "
+                              "valid. " + _SPEC_HELP)
     text = value.strip()
     keyword = _KEYWORDS.get(text.lower())
     if keyword is not None:
@@ -185,28 +306,33 @@ def parse_offset_spec(value: object) -> OffsetSpec:
     if text.lower().startswith("timestamp:"):
         return _parse_timestamp(text[len("timestamp:"):].strip())
     if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise OffsetSpecError(f"explicit offsets {text!r} are not valid JSON: {exc}.") from None
+        parsed = load_json(text, f"explicit offsets {shown(text)}", _SPEC_HELP)
         if not isinstance(parsed, dict):
-            raise OffsetSpecError(f"explicit offsets {text!r} must be a JSON object. " + _SPEC_HELP)
+            raise OffsetSpecError(f"explicit offsets {shown(text)} must be a JSON object. "
+                                  + _SPEC_HELP)
         return _parse_offsets_mapping(parsed)
-    raise OffsetSpecError(f"unknown offset spec {value!r}. " + _SPEC_HELP)
+    raise OffsetSpecError(f"unknown offset spec {shown(value)}. " + _SPEC_HELP)
 
 
 def _parse_timestamp(text: str) -> Timestamp:
-    if text.isdigit():
+    if _ASCII_DIGITS.fullmatch(text):
+        if len(text) > _MAX_DIGITS or int(text) > MAX_TIMESTAMP_MILLIS:
+            raise OffsetSpecError(
+                f"timestamp {shown(text)} is out of range; {_EPOCH_RANGE}. (A value in "
+                "microseconds or nanoseconds is too large: divide it by 1000 or 1000000.)"
+            )
         return Timestamp(int(text))
     try:
         moment = datetime.fromisoformat(text)
     except ValueError:
         raise OffsetSpecError(
-            f"timestamp {text!r} is neither epoch millis nor an ISO-8601 time. " + _SPEC_HELP
+            f"timestamp {shown(text)} is neither epoch millis (ASCII digits, e.g. "
+            "'timestamp:1714521600000') nor an ISO-8601 time with a zone (e.g. "
+            "'timestamp:2024-05-01T00:00:00Z'). " + _SPEC_HELP
         ) from None
     if moment.tzinfo is None:
         raise OffsetSpecError(
-            f"timestamp {text!r} has no time zone, so it is ambiguous; "
+            f"timestamp {shown(text)} has no time zone, so it is ambiguous; "
             "add an offset such as 'Z' or '+02:00'."
         )
     return Timestamp.from_datetime(moment)
@@ -217,19 +343,40 @@ def _parse_offsets_mapping(mapping: Mapping[Any, Any]) -> SpecificOffsets:
     default: OffsetSpec | None = None
     for topic, per_partition in mapping.items():
         if topic == "*":
-            default = parse_offset_spec(per_partition)
+            default = _parse_default(per_partition)
             continue
-        if not isinstance(topic, str) or not isinstance(per_partition, Mapping):
+        check_topic_name(topic, "explicit offsets")
+        if not isinstance(per_partition, Mapping):
             raise OffsetSpecError(
-                f"explicit offsets must map topic -> {{partition: offset}}, got {topic!r}: "
-                f"{per_partition!r}. " + _SPEC_HELP
+                f"explicit offsets must map topic -> {{partition: offset}}, got {shown(topic)}: "
+                f"{shown(per_partition)}. " + _SPEC_HELP
             )
         for partition, offset in per_partition.items():
-            try:
-                partition_number = int(partition)
-            except (TypeError, ValueError):
-                raise OffsetSpecError(
-                    f"partition {partition!r} of topic {topic!r} is not an integer."
-                ) from None
-            offsets[(topic, partition_number)] = offset
+            offsets[(topic, _partition_key(partition, topic))] = offset
     return SpecificOffsets(offsets, default=default)
+
+
+def _partition_key(key: object, topic: str) -> int:
+    """A partition of explicit offsets: an int, or its ASCII digits (JSON keys are strings)."""
+    where = f"explicit offsets of topic {topic!r}"
+    if not isinstance(key, str):
+        return check_partition(key, where)
+    if not _ASCII_DIGITS.fullmatch(key):
+        raise OffsetSpecError(
+            f"{where}: partition {shown(key)} is not a partition number; write partitions in "
+            f'ASCII digits, e.g. {{"{topic}": {{"0": 23}}}}.'
+        )
+    return check_partition(int(key) if len(key) <= _MAX_DIGITS else key, where)
+
+
+def _parse_default(value: object) -> OffsetSpec:
+    """The ``"*"`` spec of explicit offsets: any spec but explicit offsets (checked before
+    parsing, so a deeply nested ``{"*": {"*": ...}}`` cannot recurse)."""
+    if isinstance(value, Mapping | SpecificOffsets) or (
+            isinstance(value, str) and value.strip().startswith("{")):
+        raise OffsetSpecError(
+            f'the "*" default of explicit offsets {shown(value)} cannot itself be explicit; use '
+            "'earliest', 'latest', 'committed', 'committed:earliest', 'committed:latest' or "
+            "'timestamp:<time>'."
+        )
+    return parse_offset_spec(value)

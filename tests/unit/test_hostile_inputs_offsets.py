@@ -1,0 +1,206 @@
+"""Hostile inputs to the offset core, without a broker: each is this package's error, of the
+exact class, and its message says what to do. No raw exception (TypeError, KeyError,
+RecursionError, UnicodeDecodeError, OverflowError, a ValueError not of ours...) escapes:
+``pytest.raises(KafkaSparkError)`` lets any of them fail the test."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from airflow_provider_kafka_spark.offsets import (
+    KafkaSparkError,
+    OffsetRanges,
+    OffsetSpecError,
+    PartitionRange,
+    SpecificOffsets,
+    Timestamp,
+    parse_offset_spec,
+)
+
+
+def assert_error(call: Callable[[], object], cls: type[KafkaSparkError], fragment: str) -> str:
+    """``call()`` raises exactly ``cls`` whose message contains ``fragment``; the message."""
+    with pytest.raises(KafkaSparkError) as caught:
+        call()
+    assert type(caught.value) is cls, repr(caught.value)
+    message = str(caught.value)
+    assert fragment in message, message
+    assert len(message) < 2000, "a hostile value must not be echoed whole"
+    return message
+
+
+# --- Class 5: parse_offset_spec never leaks RecursionError, OverflowError, ValueError... ---
+
+DEEP = 100_000
+EPOCH_HELP = "epoch milliseconds from 0 to 253402300799999"
+SPEC_CASES: list[tuple[Any, str]] = [
+    ('{"t": ' + "[" * DEEP, "nested too deeply"),
+    ('{"t": ' + '{"a": ' * DEEP, "nested too deeply"),
+    ("{" + "[" * DEEP, "not valid JSON"),
+    ('{"t": {"0": ' + "9" * 5000 + "}}", "at most 9223372036854775807"),
+    ("timestamp:" + "9" * 5000, EPOCH_HELP),
+    ("timestamp:99999999999999999999999", EPOCH_HELP),
+    ("timestamp:9223372036854775808", EPOCH_HELP),
+    ("timestamp:253402300800000", EPOCH_HELP),
+    ("timestamp:9999-12-31T23:59:59-01:00", "at the latest 9999-12-31T23:59:59.999Z"),
+    ("timestamp:0001-01-01T00:00:00+01:00", "at the earliest 1970-01-01T00:00:00Z"),
+    ("timestamp:\u0661\u0662\u0663", "ASCII digits"),
+    ("timestamp:\u00b2", "ASCII digits"),
+    ("timestamp:+123", "ASCII digits"),
+    ('{"t": {"\u0661": 5}}', "ASCII digits"),
+    ('{"t": {" 1 ": 5}}', "ASCII digits"),
+    ('{"t": {"1_000": 5}}', "ASCII digits"),
+    ('{"t": {"-0": 5}}', "ASCII digits"),
+    ({"t": {"0": "\u0661"}}, "an int from 0 to 9223372036854775807"),
+    ('{"t": {"0": 99999999999999999999999}}', "an int from 0 to 9223372036854775807"),
+    ({"t": {0: 2**63}}, "an int from 0 to 9223372036854775807"),
+    ('{"t": {"99999999999999999999": 1}}', "an int from 0 to 2147483647"),
+    ({"t": {2**31: 1}}, "an int from 0 to 2147483647"),
+    ({"t": {True: 1}}, "an int from 0 to 2147483647"),
+    ('{"t": {"0": 1e400}}', "an int from 0 to 9223372036854775807"),
+    ('{"t": {"0": NaN}}', "an int from 0 to 9223372036854775807"),
+    ('{"t": {"0": 5}, "t": {"1": 3}}', "more than once"),
+    ('{"t": {"0": 5, "0": 6}}', "more than once"),
+    ('{"": {"0": 1}}', "topic names are 1 to 249 of"),
+    ('{"a b": {"0": 1}}', "topic names are 1 to 249 of"),
+    ({"t": {"0": 1}, "*": {"*": {"*": "earliest"}}}, "cannot itself be explicit"),
+    ('{"t": {"0": 1}, "*": "{\\"u\\": {\\"0\\": 2}}"}', "cannot itself be explicit"),
+    (b"\xff\xfe earliest", "decode"),
+    (b"earliest", "decode"),
+    (datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-5))),
+     "at the latest 9999-12-31T23:59:59.999Z"),
+    (datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+     "at the earliest 1970-01-01T00:00:00Z"),
+]
+
+
+@pytest.mark.parametrize(("value", "fragment"), SPEC_CASES,
+                         ids=[f"spec{i}" for i in range(len(SPEC_CASES))])
+def test_hostile_offset_specs_are_offset_spec_errors(value: Any, fragment: str) -> None:
+    assert_error(lambda: parse_offset_spec(value), OffsetSpecError, fragment)
+
+
+@pytest.mark.parametrize(
+    ("build", "fragment"),
+    [
+        (lambda: Timestamp(2**70), EPOCH_HELP),
+        (lambda: Timestamp(-1), EPOCH_HELP),
+        (lambda: Timestamp("5"), EPOCH_HELP),
+        (lambda: SpecificOffsets({("t", 2**40): 1}), "an int from 0 to 2147483647"),
+        (lambda: SpecificOffsets({("t", 0): 2**64}), "an int from 0 to 9223372036854775807"),
+        (lambda: SpecificOffsets({("", 0): 1}), "topic names are 1 to 249 of"),
+        (lambda: SpecificOffsets(5), "a mapping of (topic, partition) to offset"),
+    ],
+)
+def test_hostile_spec_objects_are_offset_spec_errors(build: Callable[[], object],
+                                                     fragment: str) -> None:
+    assert_error(build, OffsetSpecError, fragment)
+
+
+def test_the_largest_timestamp_still_round_trips() -> None:
+    spec = parse_offset_spec("timestamp:9999-12-31T23:59:59.999Z")
+    assert spec == Timestamp(253_402_300_799_999)
+    assert parse_offset_spec(str(spec)) == spec
+
+
+# --- Classes 4 and 5: OffsetRanges.from_json ---
+
+def sample() -> dict[str, Any]:
+    return OffsetRanges((PartitionRange("a", 0, 0, 3),), lost={("a", 0): 2},
+                        truncated={("a", 0): 3},
+                        resolved_at=datetime(2024, 5, 1, tzinfo=UTC)).to_dict()
+
+
+def changed(**fields: Any) -> dict[str, Any]:
+    data = sample()
+    data.update(fields)
+    return data
+
+
+def lost(**item: Any) -> dict[str, Any]:
+    return changed(lost=[{"topic": "a", "partition": 0, "offsets": 2, **item}])
+
+
+def truncated(**item: Any) -> dict[str, Any]:
+    return changed(truncated=[{"topic": "a", "partition": 0, "open_transaction_offset": 3,
+                               **item}])
+
+
+AGAIN = "Resolve the offsets again"
+RANGES_CASES: list[tuple[Any, str]] = [
+    (changed(version=True), "version True"),
+    (changed(version=1.0), "version 1.0"),
+    (changed(version="1"), "version '1'"),
+    (lost(offsets=-3), "a count from 0 to 9223372036854775807"),
+    (lost(offsets=True), "a count from 0 to 9223372036854775807"),
+    (lost(offsets="3"), "a count from 0 to 9223372036854775807"),
+    (lost(offsets=2.5), "a count from 0 to 9223372036854775807"),
+    (lost(partition=-1), "an int from 0 to 2147483647"),
+    (lost(topic=["a"]), "topic names are 1 to 249 of"),
+    (changed(lost=[5]), "must be an object with the fields"),
+    (changed(lost=[{"topic": "a", "partition": 0}]), "'offsets'"),
+    (changed(lost=[{"topic": "a", "partition": 0, "offsets": 1}] * 2), "more than once"),
+    (changed(lost={"a": 1}), "must be a list"),
+    (truncated(open_transaction_offset=-3), "an int from 0 to 9223372036854775807"),
+    (truncated(open_transaction_offset=3.5), "an int from 0 to 9223372036854775807"),
+    (truncated(open_transaction_offset=False), "an int from 0 to 9223372036854775807"),
+    (truncated(open_transaction_offset=2**63), "an int from 0 to 9223372036854775807"),
+    (truncated(partition="0"), "an int from 0 to 2147483647"),
+    (changed(truncated=[None]), "must be an object with the fields"),
+    (changed(truncated=[{"topic": "a", "partition": 0}]), "'open_transaction_offset'"),
+    (changed(ranges=[5]), "must be an object with the fields"),
+    (changed(ranges=[[1, 2]]), "must be an object with the fields"),
+    (changed(ranges=[{"topic": "a", "partition": 0, "start": 0, "stop": 2**70}]),
+     "an int from 0 to 9223372036854775807"),
+    (changed(ranges=[{"topic": "a", "partition": 2**40, "start": 0, "stop": 2}]),
+     "an int from 0 to 2147483647"),
+    (changed(resolved_at="9999-12-31T23:59:59-05:00"), "resolved_at"),
+    (changed(resolved_at=5), "resolved_at"),
+    (changed(resolved_at="yesterday"), "resolved_at"),
+    (changed(resolved_at="2024-05-01T00:00:00"), "resolved_at"),
+    ({k: v for k, v in sample().items() if k != "resolved_at"}, "'resolved_at'"),
+    ("[" * DEEP, "nested too deeply"),
+    ('{"ranges": ' + "[" * DEEP, "nested too deeply"),
+    ('{"version": ' + "9" * 5000 + "}", "not valid JSON"),
+    ('{"version": NaN}', "version nan"),
+    (b"\xff\xfe\x00", "not UTF-8"),
+    (b"\x80{}", "not UTF-8"),
+    (None, "must be a JSON object"),
+    (5, "must be a JSON object"),
+]
+
+
+@pytest.mark.parametrize(("data", "fragment"), RANGES_CASES,
+                         ids=[f"ranges{i}" for i in range(len(RANGES_CASES))])
+def test_hostile_offset_ranges_are_offset_spec_errors(data: Any, fragment: str) -> None:
+    text = data if isinstance(data, str | bytes) or data is None or isinstance(data, int) \
+        else json.dumps(data)
+    message = assert_error(lambda: OffsetRanges.from_json(text), OffsetSpecError, fragment)
+    if isinstance(data, dict):
+        assert AGAIN in message, message
+        # The dict form (from XCom) is checked the same way.
+        assert_error(lambda: OffsetRanges.from_json(data), OffsetSpecError, fragment)
+
+
+@pytest.mark.parametrize(
+    ("build", "fragment"),
+    [
+        (lambda: OffsetRanges(5), "a sequence of PartitionRange"),
+        (lambda: OffsetRanges((1, 2)), "a sequence of PartitionRange"),
+        (lambda: OffsetRanges((), resolved_at="now"), "resolved_at"),
+        (lambda: OffsetRanges((), lost={"a": 1}), "(topic, partition)"),
+        (lambda: OffsetRanges((), lost={("a", 0): -1}), "a count from 0"),
+        (lambda: OffsetRanges((), truncated={("a", 0): -1}), "an int from 0"),
+        (lambda: PartitionRange("a", 0, 0, 2**64), "an int from 0 to 9223372036854775807"),
+        (lambda: PartitionRange("a", 2**31, 0, 1), "an int from 0 to 2147483647"),
+        (lambda: PartitionRange("a b", 0, 0, 1), "topic names are 1 to 249 of"),
+    ],
+)
+def test_hostile_range_objects_are_offset_spec_errors(build: Callable[[], object],
+                                                      fragment: str) -> None:
+    assert_error(build, OffsetSpecError, fragment)
