@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from airflow_provider_kafka_spark.offsets.errors import OffsetResolutionError, OffsetSpecError
+from airflow_provider_kafka_spark.offsets.specs import check_partition, check_topic_name, shown
 
 INTERNAL_TOPIC_PREFIX = "_kafka_spark_"
 """The name prefix of the topics this package keeps its own state in: the exactly-once write's
 ledger (``_kafka_spark_ledger``) and the pinned run ranges (``_kafka_spark_pins``). A
 ``topic_pattern`` never matches them, as it never matches Kafka's ``__`` topics. Name one with
-:meth:`Subscription.topics` to read it; a ledger or pins topic given another name is an
-ordinary topic to a pattern."""
+:meth:`Subscription.topics` and ``allow_internal=True`` to read it; a ledger or pins topic
+given another name is an ordinary topic."""
+
+def is_internal_topic(name: str) -> bool:
+    """True for Kafka's internal topics (``__*``) and this package's (``_kafka_spark_*``)."""
+    return name.startswith(("__", INTERNAL_TOPIC_PREFIX))
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,25 @@ class Subscription:
     partition_list: tuple[tuple[str, int], ...] = ()
 
     @classmethod
-    def topics(cls, topics: str | Iterable[str]) -> Subscription:
-        """Every partition of each named topic; an unknown topic is an error."""
-        names = (topics,) if isinstance(topics, str) else tuple(topics)
-        if not names or not all(isinstance(n, str) and n for n in names):
-            raise OffsetSpecError(f"topics must be a non-empty list of topic names, got {topics!r}.")
-        return cls("topics", topic_names=tuple(sorted(set(names))))
+    def topics(cls, topics: str | Iterable[str], *, allow_internal: bool = False) -> Subscription:
+        """Every partition of each named topic; an unknown topic is an error at resolution.
+
+        Naming an internal topic (see :func:`is_internal_topic`) needs ``allow_internal=True``.
+        """
+        if isinstance(topics, str):
+            names: tuple[object, ...] = (topics,)
+        elif isinstance(topics, Iterable) and not isinstance(topics, bytes | Mapping):
+            names = tuple(topics)
+        else:
+            names = ()
+        if not names:
+            raise OffsetSpecError(
+                f"topics must be a non-empty list of topic names, got {shown(topics)}; pass a "
+                "topic name or a list of them, e.g. ['orders', 'payments']."
+            )
+        checked = [check_topic_name(n, "topics") for n in names]
+        _check_internal(checked, allow_internal, "Subscription.topics")
+        return cls("topics", topic_names=tuple(sorted(set(checked))))
 
     @classmethod
     def pattern(cls, regex: str) -> Subscription:
@@ -45,30 +63,41 @@ class Subscription:
         package's (names starting with :data:`INTERNAL_TOPIC_PREFIX`, ``_kafka_spark_``).
         """
         if not isinstance(regex, str) or not regex:
-            raise OffsetSpecError(f"topic_pattern must be a non-empty regex, got {regex!r}.")
+            raise OffsetSpecError(f"topic_pattern={shown(regex)} is not a regex; pass a "
+                                  "non-empty Python regex matching whole topic names, e.g. "
+                                  "'orders-.*'.")
         try:
             re.compile(regex)
         except re.error as exc:
-            raise OffsetSpecError(f"topic_pattern {regex!r} is not a valid regex: {exc}.") from None
+            raise OffsetSpecError(
+                f"topic_pattern {shown(regex)} is not a valid regex: {exc}. Fix it (Python "
+                "regex syntax, matching whole names; escape literal dots as '\\.'), or list "
+                "the topics with topics= instead."
+            ) from None
         return cls("pattern", regex=regex)
 
     @classmethod
-    def partitions(cls, partitions: Iterable[tuple[str, int]]) -> Subscription:
-        """Exactly these ``(topic, partition)`` pairs; unknown ones are an error."""
+    def partitions(cls, partitions: Iterable[tuple[str, int]], *,
+                   allow_internal: bool = False) -> Subscription:
+        """Exactly these ``(topic, partition)`` pairs; unknown ones are an error at resolution.
+
+        Naming an internal topic (see :func:`is_internal_topic`) needs ``allow_internal=True``.
+        """
+        if isinstance(partitions, str | bytes | Mapping) or not isinstance(partitions, Iterable):
+            raise OffsetSpecError(
+                f"partitions={shown(partitions)} is not a list of (topic, partition) pairs; "
+                "pass e.g. [('orders', 0), ('orders', 1)]."
+            )
         pairs: set[tuple[str, int]] = set()
         for item in partitions:
-            try:
-                topic, partition = item
-            except (TypeError, ValueError):
-                raise OffsetSpecError(f"partition {item!r} must be a (topic, partition) pair.") from None
-            if not isinstance(topic, str) or not topic or isinstance(partition, bool) or \
-                    not isinstance(partition, int) or partition < 0:
-                raise OffsetSpecError(
-                    f"partition {item!r} must be a (topic name, non-negative int) pair."
-                )
-            pairs.add((topic, partition))
+            where = f"partition {shown(item)} must be a (topic name, partition number) pair"
+            if isinstance(item, str | bytes) or not isinstance(item, Sequence) or len(item) != 2:
+                raise OffsetSpecError(f"{where}, e.g. ('orders', 0).")
+            pairs.add((check_topic_name(item[0], where), check_partition(item[1], where)))
         if not pairs:
-            raise OffsetSpecError("partitions must list at least one (topic, partition) pair.")
+            raise OffsetSpecError("partitions=[] names no partition; list at least one "
+                                  "(topic, partition) pair, e.g. [('orders', 0)].")
+        _check_internal([t for t, _ in pairs], allow_internal, "Subscription.partitions")
         return cls("partitions", partition_list=tuple(sorted(pairs)))
 
     def select(self, partition_counts: Mapping[str, int]) -> list[tuple[str, int]]:
@@ -91,7 +120,7 @@ class Subscription:
             compiled = re.compile(self.regex)
             matched = sorted(
                 t for t in partition_counts
-                if not t.startswith(("__", INTERNAL_TOPIC_PREFIX)) and compiled.fullmatch(t)
+                if not is_internal_topic(t) and compiled.fullmatch(t)
             )
             if not matched:
                 raise OffsetResolutionError(
@@ -99,7 +128,7 @@ class Subscription:
                     "never match internal topics: names starting with '__' (Kafka's own) or "
                     f"{INTERNAL_TOPIC_PREFIX!r} (this package's ledger and run pins). Fix the "
                     "pattern (it must match whole names), or name an internal topic with "
-                    "topics= to read it."
+                    "Subscription.topics(..., allow_internal=True) to read it."
                 )
             return [(t, p) for t in matched for p in range(partition_counts[t])]
         unknown = [
@@ -107,7 +136,14 @@ class Subscription:
             if t not in partition_counts or p >= partition_counts[t]
         ]
         if unknown:
-            raise OffsetResolutionError(f"unknown partition(s) {unknown}: not on the cluster.")
+            have = "; ".join(
+                f"{t}: " + (f"partitions 0..{partition_counts[t] - 1}" if t in partition_counts
+                            else "no such topic")
+                for t in sorted({t for t, _ in unknown}))
+            raise OffsetResolutionError(
+                f"unknown partition(s) {unknown}: not on the cluster ({have}). Fix the "
+                "partition numbers or topic names, or add partitions to the topic first."
+            )
         return list(self.partition_list)
 
     def __str__(self) -> str:
@@ -116,3 +152,14 @@ class Subscription:
         if self.kind == "pattern":
             return f"pattern:{self.regex}"
         return "partitions:" + ",".join(f"{t}/{p}" for t, p in self.partition_list)
+
+
+def _check_internal(topics: Iterable[str], allow_internal: bool, method: str) -> None:
+    internal = sorted({t for t in topics if is_internal_topic(t)})
+    if internal and allow_internal is not True:
+        raise OffsetSpecError(
+            f"{internal}: internal topic(s) (Kafka's own are named '__*', this package's "
+            f"ledger and run pins '{INTERNAL_TOPIC_PREFIX}*') hold state, not user data, and "
+            "patterns never match them. To read them anyway, opt in with "
+            f"{method}(..., allow_internal=True)."
+        )

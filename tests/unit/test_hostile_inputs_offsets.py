@@ -18,6 +18,7 @@ from airflow_provider_kafka_spark.offsets import (
     OffsetSpecError,
     PartitionRange,
     SpecificOffsets,
+    Subscription,
     Timestamp,
     parse_offset_spec,
 )
@@ -204,3 +205,33 @@ def test_hostile_offset_ranges_are_offset_spec_errors(data: Any, fragment: str) 
 def test_hostile_range_objects_are_offset_spec_errors(build: Callable[[], object],
                                                       fragment: str) -> None:
     assert_error(build, OffsetSpecError, fragment)
+
+
+# --- Class 6: internal topics named explicitly need allow_internal=True ---
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda **kw: Subscription.topics("__consumer_offsets", **kw),
+        lambda **kw: Subscription.topics(["orders", "__transaction_state"], **kw),
+        lambda **kw: Subscription.topics(["__anything"], **kw),
+        lambda **kw: Subscription.topics("_kafka_spark_ledger", **kw),
+        lambda **kw: Subscription.partitions([("__consumer_offsets", 0)], **kw),
+        lambda **kw: Subscription.partitions([("orders", 0), ("_kafka_spark_pins", 3)], **kw),
+    ],
+)
+def test_naming_an_internal_topic_needs_allow_internal(build: Callable[..., Subscription]) -> None:
+    message = assert_error(build, OffsetSpecError, "allow_internal=True")
+    assert "internal topic" in message
+    assert build(allow_internal=True).kind in ("topics", "partitions")
+
+
+def test_allow_internal_reads_the_named_internal_topics() -> None:
+    cluster = {"orders": 1, "__consumer_offsets": 2}
+    assert Subscription.topics("__consumer_offsets", allow_internal=True).select(cluster) == [
+        ("__consumer_offsets", 0), ("__consumer_offsets", 1)]
+    assert Subscription.partitions([("__consumer_offsets", 1)], allow_internal=True) \
+        .select(cluster) == [("__consumer_offsets", 1)]
+    # Ordinary names that merely contain the prefixes are not internal.
+    assert Subscription.topics(["my__topic", "x_kafka_spark_y"]).topic_names == (
+        "my__topic", "x_kafka_spark_y")

@@ -25,9 +25,9 @@ def test_a_pattern_matching_only_internal_topics_says_what_is_excluded() -> None
         "topic_pattern '_kafka_spark_.*' matches no topic on the cluster. Patterns never match "
         "internal topics: names starting with '__' (Kafka's own) or '_kafka_spark_' (this "
         "package's ledger and run pins). Fix the pattern (it must match whole names), or name "
-        "an internal topic with topics= to read it.")
+        "an internal topic with Subscription.topics(..., allow_internal=True) to read it.")
 
 
 def test_named_internal_topics_can_still_be_read() -> None:
-    assert Subscription.topics("_kafka_spark_ledger").select(CLUSTER) == [
+    assert Subscription.topics("_kafka_spark_ledger", allow_internal=True).select(CLUSTER) == [
         ("_kafka_spark_ledger", p) for p in range(4)]
