@@ -165,6 +165,7 @@ class Model:
                                               KafkaError._NOENT) or time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+                self.admin.list_topics(self.topic, timeout=10)  # refresh the cached metadata
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,6 +283,8 @@ def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
     admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[
         topic].result(30)
     base_ms = (int(time.time() * 1000) - 30 * 60_000) // 1000 * 1000
+    # A client of its own: a long-lived one may cache the new topic's leaderless metadata.
+    admin = AdminClient(kafka_config)
     model = Model(kafka_config, admin, topic, base_ms)
     model.offsets(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)  # leaders elected
     began = time.monotonic()
