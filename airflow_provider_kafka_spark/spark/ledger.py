@@ -310,6 +310,10 @@ def committed_entries(
     return {**current, **{i: unclaimed[i] for i in used}}
 
 
+_OFFSETS_HINT = (" Check that the brokers are up and that this client may describe the ledger "
+                 "topic (ACL DESCRIBE on it), then re-run the write.")
+
+
 @contextmanager
 def _ledger_errors(hint: str = "") -> Iterator[None]:
     """Re-raise an :class:`InternalTopicError` as :class:`LedgerError`, with ``hint`` added."""
@@ -335,7 +339,7 @@ def ensure_ledger_topic(admin: AdminClient, topic: str, *, timeout: float = 30.0
 def ledger_start_offset(admin: AdminClient, topic: str, partition: int, *,
                         timeout: float = 30.0) -> int:
     """The log start offset of a ledger partition (0 unless records were deleted)."""
-    with _ledger_errors():
+    with _ledger_errors(_OFFSETS_HINT):
         return internal_topics.log_start_offset(admin, topic, partition, timeout=timeout)
 
 
@@ -343,7 +347,7 @@ def ledger_end_offset(
     admin: AdminClient, topic: str, partition: int, *, committed: bool, timeout: float = 30.0
 ) -> int:
     """The last stable offset (``committed=True``) or high watermark of a ledger partition."""
-    with _ledger_errors():
+    with _ledger_errors(_OFFSETS_HINT):
         return internal_topics.end_offset(admin, topic, partition, committed=committed,
                                           timeout=timeout)
 
@@ -377,7 +381,8 @@ def read_ledger(
         key = LedgerKey.decode(raw)
         return key is not None and key.belongs_to(transactional_id_prefix, write_id)
 
-    with _ledger_errors():
+    with _ledger_errors(" If it persists, check that this client may read the ledger topic "
+                        "(ACL READ on it), then re-run the write."):
         read = internal_topics.read_partition(
             kafka_config, topic, partition, start_offset=start_offset, until_offset=until_offset,
             keep=keep, timeout=timeout)

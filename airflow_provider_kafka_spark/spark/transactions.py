@@ -409,7 +409,8 @@ class _ReplayableBatches:
         self._passes += 1
         if self._passes > 1:
             if self._kept is None:
-                raise AssertionError("input replayed after the replay buffer was dropped")
+                raise AssertionError("input replayed after the replay buffer was dropped: a bug "
+                                     "in write_kafka; please report it")
             yield from list(self._kept)
         for batch in self._source:
             if self._kept is not None:
@@ -544,10 +545,16 @@ def _init_transactions(producer: Producer, tid: str, timeout: float) -> None:
             ) from None
         if _is_fenced(err):
             raise ProducerFencedError(
-                f"init_transactions() for transactional.id {tid!r} was fenced: {err.str()}."
+                f"init_transactions() for transactional.id {tid!r} was fenced: {err.str()}. A "
+                "newer producer with this id took over: another attempt of this write is "
+                "running, or another application uses the same transactional_id_prefix "
+                "(prefixes must be unique per application). Let the other attempt finish, or "
+                "give this application its own prefix, then re-run the write."
             ) from None
         raise TransactionError(
-            f"init_transactions() for transactional.id {tid!r} failed: {err.str()}."
+            f"init_transactions() for transactional.id {tid!r} failed: {err.str()}. Check the "
+            "brokers and that this client may use transactional ids (ACLs: WRITE and DESCRIBE "
+            "on TransactionalId, prefixed by transactional_id_prefix), then re-run the write."
         ) from None
 
 
@@ -571,7 +578,9 @@ def _abort(producer: Producer, tid: str, plan: TaskPlan) -> None:
             raise ProducerFencedError(_fenced_message(tid, plan)) from None
         raise TransactionError(
             f"could not abort the transaction of transactional.id {tid!r}: "
-            f"{exc.args[0].str()}. The broker aborts it after transaction_timeout_ms."
+            f"{exc.args[0].str()}. Nothing of it is visible to read_committed readers; re-run "
+            "the write: its first step aborts that transaction at once (else the broker does "
+            "after transaction_timeout_ms)."
         ) from None
 
 

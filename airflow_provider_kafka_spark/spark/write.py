@@ -121,9 +121,9 @@ def write_kafka(
     Delivery guarantees:
 
     ``none``
-        ``acks=1``, flush at the end, delivery reports not checked.
+        ``acks=1``, bounded flush at the end, delivery reports not checked.
     ``at_least_once``
-        Idempotent producer, ``acks=all``, flush, every delivery report checked: one record
+        Idempotent producer, ``acks=all``, bounded flush, every delivery report checked: one record
         not acknowledged fails the task (:class:`DeliveryError`). A retried task or a re-run
         writes its partition again, so records can be duplicated.
     ``exactly_once``
@@ -133,16 +133,19 @@ def write_kafka(
         of the same ``write_id`` skip committed partitions and complete the rest, so every row
         is visible exactly once to readers with ``isolation.level=read_committed``. Requires
         ``df`` to produce the same rows in each partition index on every evaluation (it is
-        evaluated twice: once to count the rows of each partition, once to write them).
+        evaluated twice: the pre-pass, and the write; a re-run of a complete write only runs
+        the pre-pass).
         ``transaction_timeout_ms`` must not exceed the brokers' ``transaction.max.timeout.ms``.
         A transaction aborted by an abortable error is retried up to
         ``max_transaction_retries`` times from the task's input kept in memory (up to
         ``retry_buffer_bytes`` per task). ``init_transactions_timeout_s`` bounds each task's
         ``init_transactions()``. ``transactional_id_prefix`` must be non-empty and unique per
         application on the cluster; ``write_id`` must stay the same across retries and re-runs
-        of the same write. A write counts only the ledger entries of exactly its own
-        ``(transactional_id_prefix, write_id)``; entries of earlier versions (ledger format 1)
-        count only under the narrow rule in ``docs/exactly-once.md``.
+        of the same write, and names one input: a committed task whose recorded input
+        fingerprint differs from this DataFrame's is refused. A write counts only the ledger
+        entries of exactly its own ``(transactional_id_prefix, write_id)``; entries of earlier
+        versions (ledger format 1) count only under the narrow rule in
+        ``docs/exactly-once.md``.
 
     Raises:
         WriteConfigError: bad arguments, ``kafka_config``, columns or rows, or a missing topic
@@ -150,7 +153,9 @@ def write_kafka(
         KafkaWriteError: the cluster did not answer within ``metadata_timeout_s``, or the
             brokers' configs could not be read (before anything is written).
         LedgerError: the ledger topic cannot be created/read, or this ``write_id`` was
-            started on a DataFrame with a different number of partitions.
+            started on a DataFrame with a different number of partitions or committed a task
+            from other input (its recorded rows, topics or content digest differ; see
+            :class:`~airflow_provider_kafka_spark.spark.ledger.TaskInput`).
         DeliveryError: a record could not be produced, or (``at_least_once``) was not
             acknowledged, or (``none``/``at_least_once``) records were still unacknowledged
             ``message.timeout.ms`` (default two minutes) plus a few seconds after the last.
@@ -343,13 +348,16 @@ def _check_exactly_once_args(
         )
     if not write_id or not str(write_id).strip():
         raise WriteConfigError(
-            "delivery_guarantee='exactly_once' needs write_id: an id that stays the same when "
-            "the same write is retried or re-run (in Airflow: dag_id/task_id/run_id)."
+            "delivery_guarantee='exactly_once' needs write_id: pass an id that stays the same "
+            "when the same write is retried or re-run (in Airflow: dag_id/task_id/run_id), or "
+            "choose delivery_guarantee='at_least_once'."
         )
     if isinstance(transaction_timeout_ms, bool) or not isinstance(transaction_timeout_ms, int) \
             or transaction_timeout_ms <= 0:
         raise WriteConfigError(
-            f"transaction_timeout_ms must be a positive int, got {transaction_timeout_ms!r}."
+            f"transaction_timeout_ms must be a positive int (milliseconds), got "
+            f"{transaction_timeout_ms!r}; pass e.g. 60000: long enough for one task, at most "
+            "the brokers' transaction.max.timeout.ms."
         )
     return str(prefix), str(write_id)
 
@@ -367,7 +375,7 @@ def _check_timeout(metadata_timeout_s: float) -> float:
             or not metadata_timeout_s > 0:
         raise WriteConfigError(
             f"metadata_timeout_s must be a positive number of seconds, got "
-            f"{metadata_timeout_s!r}."
+            f"{metadata_timeout_s!r}; pass e.g. 10."
         )
     return float(metadata_timeout_s)
 
@@ -439,9 +447,15 @@ def _check_columns(df: DataFrame, topic: str | None) -> None:
             f"{list(ACCEPTED_COLUMNS)} (select or rename them first)."
         )
     if "value" not in fields:
-        raise WriteConfigError("write_kafka needs a 'value' column (binary or string).")
+        raise WriteConfigError(
+            "write_kafka needs a 'value' column (binary or string): add or rename one, e.g. "
+            "df.select(to_json(struct('*')).alias('value'))."
+        )
     if topic is None and "topic" not in fields:
-        raise WriteConfigError("write_kafka needs a 'topic' column or the topic= argument.")
+        raise WriteConfigError(
+            "write_kafka needs a 'topic' column or the topic= argument: pass topic='name', or "
+            "add a string column 'topic' naming each row's topic."
+        )
     if topic is not None and not str(topic).strip():
         raise WriteConfigError("topic= is empty; pass a topic name or None.")
     expected: dict[str, tuple[type[T.DataType], ...]] = {
@@ -452,13 +466,15 @@ def _check_columns(df: DataFrame, topic: str | None) -> None:
         if name in fields and not isinstance(fields[name], types):
             raise WriteConfigError(
                 f"column {name!r} has type {fields[name].simpleString()}; expected "
-                f"{' or '.join(t.typeName() for t in types)}."
+                f"{' or '.join(t.typeName() for t in types)}: cast it, e.g. "
+                f"col({name!r}).cast({types[0].typeName()!r})."
             )
     if "headers" in fields and fields["headers"].simpleString() != \
             "array<struct<key:string,value:binary>>":
         raise WriteConfigError(
             f"column 'headers' has type {fields['headers'].simpleString()}; expected "
-            "array<struct<key:string,value:binary>>."
+            "array<struct<key:string,value:binary>>: build it as such, e.g. "
+            "array(struct(lit('k').alias('key'), col('v').cast('binary').alias('value')))."
         )
 
 

@@ -198,3 +198,23 @@ def test_a_bad_kafka_config_is_a_write_config_error_before_anything_runs(
 
     assert _everything(kafka_config, topic) == []
     assert ledger not in kafka_admin.list_topics(timeout=30).topics
+
+
+def test_column_errors_say_what_to_do(spark: Any, kafka_config: dict[str, Any]) -> None:
+    df = spark.range(0, 3).selectExpr("CAST(id AS STRING) AS key", "id AS value")
+
+    with pytest.raises(WriteConfigError, match=r"column 'value' has type bigint; expected "
+                                               r"binary or string: cast it"):
+        write_kafka(df, kafka_config, topic="out", delivery_guarantee="none")
+    with pytest.raises(WriteConfigError, match=r"needs a 'value' column .*: add or rename one"):
+        write_kafka(df.select("key"), kafka_config, topic="out", delivery_guarantee="none")
+    with pytest.raises(WriteConfigError, match=r"needs a 'topic' column or the topic= argument: "
+                                               r"pass topic="):
+        write_kafka(df.selectExpr("key AS value"), kafka_config, delivery_guarantee="none")
+    with pytest.raises(WriteConfigError, match=r"needs write_id: pass an id"):
+        write_kafka(df.selectExpr("key AS value"), kafka_config, topic="out",
+                    transactional_id_prefix="p")
+    with pytest.raises(WriteConfigError, match=r"transaction_timeout_ms must be a positive int "
+                                               r"\(milliseconds\), got 0; pass e.g. 60000"):
+        write_kafka(df.selectExpr("key AS value"), kafka_config, topic="out",
+                    transactional_id_prefix="p", write_id="w", transaction_timeout_ms=0)
