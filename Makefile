@@ -1,11 +1,13 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, Java 17 and Maven present):
 #   make demo   - start a local Kafka broker and run the demo ingestion
 #   make test   - run the whole test suite against a real broker and real Spark
+#   make airflow - a real local Airflow 3 (UI, scheduler, triggerer) with the example DAGs
+#                 and a broker; stop it with scripts/airflow-local stop
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo lint setup clean
+.PHONY: test demo airflow lint setup clean
 
 setup: $(STAMP)
 
@@ -25,6 +27,9 @@ lint: setup
 
 demo: setup
 	$(VENV)/bin/python tools/demo.py
+
+airflow: setup
+	$(VENV)/bin/python scripts/airflow-local start
 
 clean:
 	rm -rf $(VENV) .cache

@@ -1,0 +1,390 @@
+"""A real, local Airflow 3 for this provider: one implementation for ``scripts/airflow-local``
+(the user-facing launcher), ``make airflow`` and the ``tests/deployed`` fixture.
+
+``start()`` brings up, on loopback, in a run folder (default ``.cache/airflow-local/``):
+
+* a Kafka broker (``scripts/kafka-broker`` into ``DIR/kafka``) unless a bootstrap address is
+  given (``KAFKA_BOOTSTRAP_SERVERS`` for the script);
+* ``airflow db migrate`` on a SQLite metadata DB in ``DIR/home`` (``AIRFLOW_HOME``), then
+  ``airflow api-server``, ``scheduler``, ``dag-processor`` and ``triggerer`` as separate
+  processes (LocalExecutor; Airflow 3 accepts SQLite with it, the same pairing
+  ``airflow standalone`` uses), each in its own process group, pid in ``DIR/<name>.pid``,
+  log in ``DIR/<name>.log``;
+* the ``kafka_default`` connection as ``AIRFLOW_CONN_KAFKA_DEFAULT`` in the services'
+  environment, this repo's ``dags/`` as the DAGs folder, and the topic ``demo.events`` with
+  some events;
+* login: the simple auth manager with one user ``admin`` whose password is written to
+  ``DIR/home/simple_auth_manager_passwords.json`` (random once, then kept).
+
+It returns once ``/api/v2/monitor/health`` reports the scheduler, triggerer and dag-processor
+healthy and ``/api/v2/dags`` lists every example DAG. ``stop()`` ends every process it
+started (SIGTERM to each process group, then SIGKILL), also the broker if it started one.
+
+Standard library only at import time (the demo topic is seeded with confluent-kafka, imported
+when needed), so the constants below can be imported anywhere, e.g. by the compose-file test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DAGS_FOLDER = ROOT / "dags"
+BROKER_SCRIPT = ROOT / "scripts" / "kafka-broker"
+DEFAULT_DIR = ROOT / ".cache" / "airflow-local"
+DEFAULT_PORT = 8080  # the API server (UI); the log servers take the next two ports
+HOST = "127.0.0.1"
+
+# The Airflow processes, in start order; each is ``airflow <name>``.
+SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
+# The components /api/v2/monitor/health reports on, besides the metadata DB.
+HEALTH_COMPONENTS = ("scheduler", "triggerer", "dag_processor")
+EXAMPLE_DAGS = ("kafka_adhoc", "kafka_backfill_by_time", "kafka_hourly_ingest",
+                "kafka_incremental_committed", "kafka_to_kafka_exactly_once")
+USERNAME = "admin"
+PASSWORDS_FILE = "simple_auth_manager_passwords.json"
+DEMO_TOPIC = "demo.events"
+DEMO_EVENTS = 3_000
+DEMO_HOURS = 3
+READY_TIMEOUT_S = 180.0
+
+# The environment every Airflow service gets (values for a run folder and port are filled in
+# by ``service_env``). docker-compose.yml uses the same names; tests/deployed/test_compose_file.py
+# checks that the two agree.
+ENV_NAMES = (
+    "AIRFLOW_HOME",
+    "AIRFLOW__CORE__EXECUTOR",
+    "AIRFLOW__CORE__PARALLELISM",
+    "AIRFLOW__CORE__DAGS_FOLDER",
+    "AIRFLOW__CORE__LOAD_EXAMPLES",
+    "AIRFLOW__CORE__AUTH_MANAGER",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
+    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL",
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+    "AIRFLOW__API__HOST",
+    "AIRFLOW__API__PORT",
+    "AIRFLOW__API__BASE_URL",
+    "AIRFLOW__API__SECRET_KEY",
+    "AIRFLOW__API_AUTH__JWT_SECRET",
+    "AIRFLOW_CONN_KAFKA_DEFAULT",
+    "PYSPARK_PYTHON",
+    "SPARK_LOCAL_IP",
+)
+
+
+class StackError(RuntimeError):
+    """The local Airflow could not be started or did not become ready."""
+
+
+@dataclass(frozen=True)
+class Stack:
+    """A running local Airflow: where it answers, how to log in, which broker it uses."""
+
+    run_dir: Path
+    url: str
+    username: str
+    password: str
+    bootstrap: str
+    broker_started: bool
+
+    def token(self) -> str:
+        """A JWT for the REST API (``POST /auth/token``)."""
+        body = json.dumps({"username": self.username, "password": self.password}).encode()
+        request = urllib.request.Request(f"{self.url}/auth/token", data=body, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return str(json.load(response)["access_token"])
+
+
+def airflow_bin() -> Path:
+    """The ``airflow`` executable of this interpreter's environment, else of ``.venv``."""
+    for candidate in (Path(sys.executable).with_name("airflow"), ROOT / ".venv" / "bin" / "airflow"):
+        if candidate.exists():
+            return candidate
+    raise StackError("no `airflow` executable next to this Python or in .venv; run `make setup`.")
+
+
+def _secrets(run_dir: Path) -> dict[str, str]:
+    """Secrets shared by all services (JWT signing key, API secret key, admin password):
+    generated once per run folder, then kept so a restart keeps logins and tokens valid."""
+    path = run_dir / "secrets.json"
+    if path.exists():
+        return dict(json.loads(path.read_text()))
+    values = {"jwt_secret": secrets.token_urlsafe(32), "secret_key": secrets.token_urlsafe(32),
+              "password": secrets.token_urlsafe(12)}
+    path.write_text(json.dumps(values))
+    path.chmod(0o600)
+    return values
+
+
+def service_env(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
+    """The environment of every Airflow service: this process's, minus any Airflow settings
+    it carries (a test session points Airflow elsewhere), plus ``ENV_NAMES``."""
+    home = run_dir / "home"
+    keys = _secrets(run_dir)
+    python = str(airflow_bin().with_name("python"))
+    url = f"http://{HOST}:{port}"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AIRFLOW_", "AIRFLOW__")) and k != "AIRFLOW_HOME"}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__AUTH_MANAGER":
+            "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORDS_FILE),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__API__HOST": HOST,
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": url,
+        "AIRFLOW__API__SECRET_KEY": keys["secret_key"],
+        "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
+        "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
+            {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}),
+        "PYSPARK_PYTHON": python,
+        "SPARK_LOCAL_IP": HOST,
+        # The scheduler's and triggerer's log servers (defaults 8793/8794) next to the API port,
+        # so two stacks (yours and the tests') do not collide.
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(port + 1),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(port + 2),
+        # Quieter logs; the scheduler notices new DAG files quickly.
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
+    })
+    return env
+
+
+def read_pid(run_dir: Path, name: str) -> int | None:
+    """The pid in ``DIR/<name>.pid`` if that process still runs."""
+    pid_file = run_dir / f"{name}.pid"
+    if not pid_file.exists():
+        return None
+    pid = int(pid_file.read_text().strip())
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    return pid
+
+
+def _get_json(url: str, token: str | None = None) -> object:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
+        return json.load(r)
+
+
+def _start_broker(run_dir: Path) -> str:
+    from tools.local_broker import free_port
+
+    out = subprocess.run([sys.executable, str(BROKER_SCRIPT), "start", "--dir",
+                          str(run_dir / "kafka"), "--port", str(free_port())],
+                         check=True, capture_output=True, text=True).stdout
+    return out.strip().split("=", 1)[1]
+
+
+def seed_demo_topic(bootstrap: str) -> int:
+    """Create ``demo.events`` (3 partitions) with ``DEMO_EVENTS`` JSON events spread over the
+    past ``DEMO_HOURS`` hours, unless the topic exists already; the number produced."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    config = {"bootstrap.servers": bootstrap}
+    admin = AdminClient(config)
+    if DEMO_TOPIC in admin.list_topics(timeout=30).topics:
+        return 0
+    admin.create_topics([NewTopic(DEMO_TOPIC, num_partitions=3, replication_factor=1)]
+                        )[DEMO_TOPIC].result(30)
+    producer = Producer({**config, "enable.idempotence": True, "linger.ms": 20})
+    now_ms = int(time.time() * 1000)
+    first_ms = now_ms - DEMO_HOURS * 3600 * 1000
+    step = DEMO_HOURS * 3600 * 1000 // DEMO_EVENTS
+    for i in range(DEMO_EVENTS):
+        user = f"user-{i % 50}"
+        event = {"id": i, "user": user, "action": ("view", "click", "buy")[i % 3]}
+        producer.produce(DEMO_TOPIC, key=user.encode(), value=json.dumps(event).encode(),
+                         timestamp=first_ms + i * step)
+        producer.poll(0)
+    if producer.flush(60):
+        raise StackError(f"demo events for {DEMO_TOPIC} still in flight after 60 s")
+    return DEMO_EVENTS
+
+
+def _wait_ready(stack: Stack, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    last = "the API server did not answer"
+    token: str | None = None
+    while time.monotonic() < deadline:
+        for name, proc in procs.items():
+            if proc.poll() is not None:
+                raise StackError(f"airflow {name} exited with {proc.returncode}; "
+                                 f"see {stack.run_dir / (name + '.log')}")
+        try:
+            health = _get_json(f"{stack.url}/api/v2/monitor/health")
+            assert isinstance(health, dict)
+            unhealthy = [c for c in HEALTH_COMPONENTS
+                         if (health.get(c) or {}).get("status") != "healthy"]
+            if unhealthy:
+                last = f"not healthy yet: {', '.join(unhealthy)}"
+            else:
+                token = token or stack.token()
+                dags = _get_json(f"{stack.url}/api/v2/dags?limit=100", token)
+                assert isinstance(dags, dict)
+                listed = {d["dag_id"] for d in dags["dags"]}
+                missing = sorted(set(EXAMPLE_DAGS) - listed)
+                if not missing:
+                    return
+                errors = _get_json(f"{stack.url}/api/v2/importErrors", token)
+                assert isinstance(errors, dict)
+                if errors.get("import_errors"):
+                    raise StackError("DAG import errors: " + "; ".join(
+                        f"{e['filename']}: {e['stack_trace'].strip().splitlines()[-1]}"
+                        for e in errors["import_errors"]))
+                last = f"DAGs not parsed yet: {', '.join(missing)}"
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            last = f"the API server did not answer ({exc})"
+        time.sleep(1.0)
+    raise StackError(f"Airflow was not ready within {READY_TIMEOUT_S:.0f}s: {last}; "
+                     f"see the logs in {stack.run_dir}")
+
+
+def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
+          bootstrap: str | None = None) -> Stack:
+    """Start everything (see the module docstring) and return once it is ready. With
+    ``bootstrap`` the given broker is used and left alone; else one is started in DIR/kafka."""
+    run_dir = run_dir.resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    state_file = run_dir / "stack.json"
+    if all(read_pid(run_dir, name) for name in SERVICES) and state_file.exists():
+        state = json.loads(state_file.read_text())
+        return Stack(**{**state, "run_dir": Path(state["run_dir"])})
+    if any(read_pid(run_dir, name) for name in SERVICES):
+        raise StackError(f"some Airflow services still run from {run_dir}; "
+                         f"run `scripts/airflow-local stop --dir {run_dir}` first.")
+    broker_started = bootstrap is None
+    try:
+        if bootstrap is None:
+            bootstrap = _start_broker(run_dir)
+        stack = Stack(run_dir=run_dir, url=f"http://{HOST}:{port}", username=USERNAME,
+                      password=_secrets(run_dir)["password"], bootstrap=bootstrap,
+                      broker_started=broker_started)
+        state_file.write_text(json.dumps({**asdict(stack), "run_dir": str(run_dir)}))
+        home = run_dir / "home"
+        home.mkdir(exist_ok=True)
+        (home / PASSWORDS_FILE).write_text(json.dumps({USERNAME: stack.password}) + "\n")
+        env = service_env(run_dir, port, bootstrap)
+        airflow = str(airflow_bin())
+        with open(run_dir / "db-migrate.log", "wb") as log:
+            migrated = subprocess.run([airflow, "db", "migrate"], env=env, stdout=log,
+                                      stderr=subprocess.STDOUT, timeout=300)
+        if migrated.returncode:
+            raise StackError(f"airflow db migrate failed; see {run_dir / 'db-migrate.log'}")
+        seed_demo_topic(bootstrap)
+        procs: dict[str, subprocess.Popen[bytes]] = {}
+        for name in SERVICES:
+            with open(run_dir / f"{name}.log", "wb") as log:
+                procs[name] = subprocess.Popen(
+                    [airflow, name], env=env, cwd=run_dir, stdout=log,
+                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            (run_dir / f"{name}.pid").write_text(str(procs[name].pid))
+        _wait_ready(stack, procs)
+        return stack
+    except BaseException:
+        stop(run_dir)
+        raise
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (Linux ``/proc``), children first."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """False once ``pid`` is gone; reaps it when it is this process's child (the fixture)."""
+    with suppress(ChildProcessError):
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _stop_service(run_dir: Path, name: str) -> None:
+    pid = read_pid(run_dir, name)
+    if pid is not None:
+        # Task processes put themselves in their own process groups: note them first.
+        family = _descendants(pid)
+        with suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 20
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for target in (pid, *family):
+            for kill in (os.killpg, os.kill):
+                with suppress(ProcessLookupError, PermissionError):
+                    kill(target, signal.SIGKILL)
+        _alive(pid)
+    (run_dir / f"{name}.pid").unlink(missing_ok=True)
+
+
+def stop(run_dir: Path = DEFAULT_DIR) -> None:
+    """Stop every service started from ``run_dir`` (reverse order), then the broker if the
+    stack started it. Safe to call when nothing runs."""
+    run_dir = run_dir.resolve()
+    for name in reversed(SERVICES):
+        _stop_service(run_dir, name)
+    if (run_dir / "kafka" / "broker.pid").exists():
+        subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir",
+                        str(run_dir / "kafka")], check=True)
+    (run_dir / "stack.json").unlink(missing_ok=True)
+
+
+@contextmanager
+def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None) -> Iterator[Stack]:
+    """``start()`` on entry, ``stop()`` on exit (also on failure)."""
+    try:
+        yield start(run_dir, port=port, bootstrap=bootstrap)
+    finally:
+        stop(run_dir)
+
+
+def login_hint(stack: Stack) -> str:
+    return (f"Airflow UI: {stack.url}  (login: {stack.username} / {stack.password}; the password "
+            f"is in {stack.run_dir / 'home' / PASSWORDS_FILE})\n"
+            f"Kafka: bootstrap.servers={stack.bootstrap} (connection kafka_default), topic "
+            f"{DEMO_TOPIC}\nlogs: {stack.run_dir}/<service>.log   stop: scripts/airflow-local stop"
+            + ("" if stack.run_dir == DEFAULT_DIR.resolve() else f" --dir {stack.run_dir}"))
