@@ -1,0 +1,97 @@
+"""A real Airflow 3 (api-server, scheduler, dag-processor, triggerer; LocalExecutor, SQLite)
+started once per test session by the same code as ``scripts/airflow-local``
+(``tools/airflow_stack.py``), on the session's Kafka broker, and stopped at the end even when
+tests fail. Tests drive it through the REST API only, like a user or a CI job would.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tools.airflow_stack import Stack, airflow_stack
+from tools.local_broker import free_port
+
+RUN_TIMEOUT_S = 180.0
+
+
+class AirflowApi:
+    """A tiny REST client: a JWT from ``POST /auth/token``, then JSON in and out."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.token = stack.token()
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        request = urllib.request.Request(
+            f"{self.stack.url}{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"{method} {path} -> {exc.code}: {exc.read().decode()}") from None
+        return json.loads(text) if text else None
+
+    def unpause(self, dag_id: str) -> None:
+        assert self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})["is_paused"] is False
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], logical_date: str | None = None) -> str:
+        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                        {"logical_date": logical_date, "conf": conf})
+        return str(run["dag_run_id"])
+
+    def wait(self, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+        """The run once it is finished (success or failed)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.call("GET", path)
+            if run["state"] in ("success", "failed"):
+                return dict(run)
+            assert time.monotonic() < deadline, f"{dag_id} {run_id} still {run['state']}"
+            time.sleep(1.0)
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        tis = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                               f"{urllib.parse.quote(run_id, safe='')}/taskInstances")
+        return {ti["task_id"]: ti["state"] for ti in tis["task_instances"]}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                                f"{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}"
+                                f"/xcomEntries/{key}")["value"]
+
+    def failure_report(self, dag_id: str, run_id: str) -> str:
+        """Task states and the last log lines of every failed task (for assertion messages)."""
+        states = self.task_states(dag_id, run_id)
+        report = [f"{dag_id} {run_id}: {states}"]
+        for task_id, state in states.items():
+            if state == "failed":
+                report.append(f"--- {task_id} log (tail) ---")
+                report.append("\n".join(self.log(dag_id, run_id, task_id).splitlines()[-40:]))
+        return "\n".join(report)
+
+    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        content = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                                   f"{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}"
+                                   f"/logs/{try_number}?full_content=true")["content"]
+        # Structured lines: the exception (type, message, frames) is in fields beside "event".
+        return "\n".join(json.dumps(line) if isinstance(line, dict) else str(line)
+                         for line in content)
+
+
+@pytest.fixture(scope="session")
+def airflow(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowApi]:
+    """The deployed Airflow, on the session's broker; stopped when the session ends."""
+    with airflow_stack(tmp_path_factory.mktemp("airflow-local"), port=free_port(),
+                       bootstrap=kafka_bootstrap) as stack:
+        yield AirflowApi(stack)

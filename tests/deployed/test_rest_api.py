@@ -1,0 +1,67 @@
+"""The example DAGs in a real Airflow, driven through the REST API: exact ranges in XCom,
+exact records on disk (read with pyarrow, not Spark)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.deployed.conftest import AirflowApi
+from tests.kafka_data import MINUTE_MS, produce
+
+pytestmark = [pytest.mark.deployed, pytest.mark.integration]
+
+# Recent timestamps: the broker's retention (7 days) would delete records from long ago.
+T0 = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=3)
+MS0 = int(T0.timestamp() * 1000)
+
+
+def test_adhoc_run_through_the_rest_api_reads_exactly_the_conf_range(
+        airflow: AirflowApi, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path) -> None:
+    topic = new_topic(partitions=2)
+    # partition 0: minutes 0..4, partition 1: minutes 0..2; the stop spec cuts at minute 3.
+    records = [(0, f"k{i}".encode(), f"p0-{i}".encode(), MS0 + i * MINUTE_MS) for i in range(5)]
+    records += [(1, None, f"p1-{i}".encode(), MS0 + i * MINUTE_MS) for i in range(3)]
+    produce(kafka_config, topic, records)
+    output = tmp_path / "adhoc"
+
+    airflow.unpause("kafka_adhoc")
+    run_id = airflow.trigger("kafka_adhoc", {
+        "topics": topic, "start": "earliest", "stop": f"timestamp:{(T0 + timedelta(minutes=3)).isoformat()}",
+        "output_path": str(output)})
+    run = airflow.wait("kafka_adhoc", run_id)
+
+    assert run["state"] == "success", airflow.failure_report("kafka_adhoc", run_id)
+    assert airflow.task_states("kafka_adhoc", run_id) == {
+        "resolve_offsets": "success", "ingest": "success"}
+    ranges = airflow.xcom("kafka_adhoc", run_id, "resolve_offsets")
+    assert [(r["topic"], r["partition"], r["start"], r["stop"]) for r in ranges["ranges"]] == [
+        (topic, 0, 0, 3), (topic, 1, 0, 3)]
+    rows = pq.read_table(output, columns=["partition", "offset", "key", "value"]).to_pylist()
+    assert sorted((r["partition"], r["offset"], r["key"], r["value"]) for r in rows) == [
+        (0, 0, b"k0", b"p0-0"), (0, 1, b"k1", b"p0-1"), (0, 2, b"k2", b"p0-2"),
+        (1, 0, None, b"p1-0"), (1, 1, None, b"p1-1"), (1, 2, None, b"p1-2")]
+    assert airflow.xcom("kafka_adhoc", run_id, "ingest")["records"] == 6
+
+
+def test_adhoc_bad_spec_fails_the_resolve_task_with_a_clear_message_before_writing(
+        airflow: AirflowApi, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"x", MS0)])
+    output = tmp_path / "never"
+
+    airflow.unpause("kafka_adhoc")
+    run_id = airflow.trigger("kafka_adhoc", {
+        "topics": topic, "start": "yesterday", "stop": "latest", "output_path": str(output)})
+    run = airflow.wait("kafka_adhoc", run_id)
+
+    assert run["state"] == "failed"
+    assert airflow.task_states("kafka_adhoc", run_id) == {
+        "resolve_offsets": "failed", "ingest": "upstream_failed"}
+    assert "start: unknown offset spec 'yesterday'" in airflow.log("kafka_adhoc", run_id,
+                                                                   "resolve_offsets")
+    assert not output.exists()
