@@ -12,18 +12,40 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
-from airflow_provider_kafka_spark.offsets import OffsetRanges, OffsetSpecError
+from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges, OffsetSpecError
+from airflow_provider_kafka_spark.operators.arguments import (
+    bad_argument,
+    check_bool,
+    check_choice,
+    check_mapping,
+    check_positive_int,
+    check_text,
+    check_topic_name,
+    checkable,
+    shown,
+)
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink
+from airflow_provider_kafka_spark.sinks.base import error_line
+from airflow_provider_kafka_spark.sinks.files import FORMAT_NAME
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from airflow_provider_kafka_spark.spark import LostOffsets, PartitionSummary
 
-MANIFEST_NAME = "_kafka_spark_manifest.json"
-"""The manifest file in each output folder; Spark's readers skip names starting with ``_``."""
+__all__ = ["MANIFEST_NAME", "SQL_VIEW", "KafkaSparkIngestOperator", "default_write_id"]
+
 SQL_VIEW = "kafka"
 """The temporary view ``sql=`` queries: the records read, in the Kafka source's schema."""
+ENGINES: tuple[str, ...] = ("python", "spark-kafka")
+"""``read_kafka``'s engines (``spark.read.ENGINES``, not imported: it would import Spark while
+the DAG file is parsed; a unit test keeps the two equal)."""
+DELIVERY_GUARANTEES: tuple[str, ...] = ("none", "at_least_once", "exactly_once")
+"""``write_kafka``'s guarantees (``spark.transactions.DELIVERY_GUARANTEES``, likewise)."""
+DATA_LOSS_CHOICES: tuple[str, ...] = ("fail", "skip")
+FILE_ONLY = ("output_options", "partition_by")
+KAFKA_ONLY = ("output_kafka_conn_id", "transactional_id_prefix", "write_id")
 
 
 class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
@@ -31,12 +53,32 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
     files at ``output_path`` or records to the Kafka topic ``output_topic`` (exactly one).
 
     The ranges come from the resolve task's XCom, so a retry reads exactly the same records.
+    The operator is glue over a :class:`~airflow_provider_kafka_spark.sinks.Sink`: it builds
+    the sink, checks the transformation and prepares the sink before the read, then reads,
+    writes and commits (or aborts the sink after any failure).
+
+    **Bad arguments fail before anything is read.** Literal arguments are checked when the
+    DAG file is parsed (a bad one is an import error of the DAG); templated ones
+    (``ranges``, ``output_path``, ``output_format``, ``output_topic``, ``write_id``, ``sql``)
+    once rendered, at the start of ``execute``. Then, on the Spark driver and before the read:
+    ``transform`` is called once on an empty DataFrame with the records' columns (it must
+    return a DataFrame; keep it free of side effects), ``sql`` is parsed and analysed over an
+    empty view ``kafka``, and the sink is prepared (see below). Each failure is a
+    ``ConfigurationError`` naming the task, the argument, the value and what to pass. Empty
+    ranges skip Spark, so these Spark-side checks too.
 
     **Files.** The output is idempotent per run: ``output_path`` (templated, e.g.
     ``s3a://lake/events/{{ data_interval_start | ds }}/{{ data_interval_start.hour }}``) is
-    overwritten as a whole, never appended to, so a retry or a cleared run replaces that run's
-    output. After the data, a manifest file ``_kafka_spark_manifest.json`` holding the ranges
-    and the statistics is written into the folder: a folder without it is incomplete.
+    replaced as a whole, never appended to, so a retry or a cleared run replaces that run's
+    output. The new output is written to a hidden staging folder next to it
+    (``.<name>._kafka_spark_staging-<token>``) with the manifest
+    ``_kafka_spark_manifest.json`` (the ranges and the statistics), and swapped in by two
+    renames only once complete: the previous output stays readable and unchanged until then,
+    and a failed run leaves it as it was. Before the read, the format is looked up among the
+    session's data sources and an empty DataFrame with the output's columns is written to the
+    staging folder (format vs. columns, ``output_options``, ``partition_by``, permissions).
+    Which renames are atomic on which file system: ``airflow_provider_kafka_spark.sinks.files``
+    and ``docs/airflow.md``.
 
     **Kafka topic.** ``write_kafka`` writes the records; with the default
     ``delivery_guarantee="exactly_once"`` every Spark partition is one Kafka transaction
@@ -46,7 +88,8 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
     earlier attempt committed, so ``read_committed`` readers see every record once; ranges
     resolved anew on purpose (``re_resolve``) are a new write. Without ``transform``
     / ``sql`` the records keep their ``key``, ``value``, ``headers`` and ``timestamp``; the
-    partitioner chooses the output partition.
+    partitioner chooses the output partition. Before the read, the output's column names are
+    checked against what ``write_kafka`` takes.
 
     Empty ranges skip Spark entirely (nothing is written) and return zero statistics.
 
@@ -64,24 +107,26 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
     :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated. Read
         with the isolation level the ranges were resolved with.
     :param output_path: the folder of this run's output; templated.
-    :param output_format: a Spark file format (``parquet``, ``json``, ``csv``, ``orc``,
-        ``avro`` with its package...). Default ``parquet``.
-    :param output_options: Spark writer options (e.g. ``{"compression": "zstd"}``).
-    :param partition_by: columns to partition the output folder by.
+    :param output_format: a Spark data source name (``parquet``, ``json``, ``csv``, ``orc``,
+        ``avro`` with its package...); templated. Default ``parquet``. Files only.
+    :param output_options: Spark writer options (e.g. ``{"compression": "zstd"}``). Files only.
+    :param partition_by: a list of columns to partition the output folder by. Files only.
     :param output_topic: the Kafka topic to write to; templated.
     :param output_kafka_conn_id: the connection of the output cluster (default: the input's
-        ``kafka_conn_id``).
+        ``kafka_conn_id``). Kafka only.
     :param delivery_guarantee: ``exactly_once`` (default), ``at_least_once`` or ``none``.
+        Kafka only.
     :param transactional_id_prefix: for ``exactly_once``; default ``<dag_id>.<task_id>``.
     :param write_id: for ``exactly_once``; templated; default as described above.
     :param transform: ``callable(DataFrame) -> DataFrame`` applied to the records read.
     :param sql: a Spark SQL query over the view ``kafka`` (the records read); templated.
+        One query (``SELECT``, ``WITH ... SELECT``, ``VALUES``, ``TABLE``), not a command.
         At most one of ``transform`` and ``sql``.
     :param spark_conn_id: a ``spark``/``spark_connect`` connection, or ``None`` for a local
         session (see :class:`SparkHook`).
     :param spark_conf: extra Spark conf for the session.
-    :param max_records_per_split: Spark partitions of at most this many offsets
-        (default: ``read_kafka``'s).
+    :param max_records_per_split: Spark partitions of at most this many offsets, a positive
+        int (default: ``read_kafka``'s).
     :param engine: ``python`` (default) or ``spark-kafka``, see ``read_kafka``.
     :param include_headers: read the ``headers`` column (default True).
     :param on_data_loss: ``fail`` (default) or ``skip`` offsets deleted since resolution;
@@ -99,7 +144,7 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         ranges: Any,
         output_path: str | None = None,
         output_format: str = "parquet",
-        output_options: dict[str, str] | None = None,
+        output_options: dict[str, Any] | None = None,
         partition_by: Sequence[str] | None = None,
         output_topic: str | None = None,
         output_kafka_conn_id: str | None = None,
@@ -118,22 +163,20 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
     ) -> None:
         super().__init__(**kwargs)
         if (output_path is None) == (output_topic is None):
-            raise OffsetSpecError(
-                f"{self.task_id}: pass exactly one sink: output_path= (files) or output_topic= "
-                "(Kafka)."
+            raise ConfigurationError(
+                f"{self.task_id}: pass exactly one sink: output_path= (a folder of files) or "
+                f"output_topic= (a Kafka topic); got "
+                f"{'both' if output_path is not None else 'neither'}."
             )
         if transform is not None and sql is not None:
-            raise OffsetSpecError(f"{self.task_id}: pass transform= or sql=, not both.")
-        if transform is not None and not callable(transform):
-            raise OffsetSpecError(f"{self.task_id}: transform must be a callable, got "
-                                  f"{type(transform).__name__}.")
-        if not isinstance(output_format, str) or not output_format:
-            raise OffsetSpecError(f"{self.task_id}: output_format must be a non-empty string.")
+            raise ConfigurationError(f"{self.task_id}: pass transform= or sql=, not both; fold "
+                                     "the SQL into the transform (spark.sql over a view) or the "
+                                     "other way round.")
         self.ranges = ranges
         self.output_path = output_path
         self.output_format = output_format
-        self.output_options = dict(output_options or {})
-        self.partition_by = list(partition_by or [])
+        self.output_options = output_options
+        self.partition_by = partition_by
         self.output_topic = output_topic
         self.output_kafka_conn_id = output_kafka_conn_id
         self.delivery_guarantee = delivery_guarantee
@@ -147,6 +190,110 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         self.engine = engine
         self.include_headers = include_headers
         self.on_data_loss = on_data_loss
+        self.check_arguments(rendered=False)
+
+    def check_arguments(self, *, rendered: bool) -> None:
+        """Check every argument; before rendering (``rendered=False``, from ``__init__``) the
+        template fields only when they are literals.
+
+        Raises:
+            ConfigurationError: the first bad argument, named with its value and a remedy.
+            OffsetSpecError: literal or rendered ``ranges`` that are not offset ranges.
+        """
+        task = self.task_id
+        files = self.output_topic is None
+        if checkable(self.ranges, rendered=rendered):
+            self.offset_ranges()
+        if files:
+            if checkable(self.output_path, rendered=rendered):
+                check_text(task, "output_path", self.output_path,
+                           meaning="the folder of this run's output, e.g. "
+                                   "'s3a://lake/events/2024-05-01T00'")
+        elif checkable(self.output_topic, rendered=rendered):
+            check_topic_name(task, "output_topic", self.output_topic)
+        if checkable(self.output_format, rendered=rendered):
+            self._check_format()
+        if checkable(self.write_id, rendered=rendered):
+            check_text(task, "write_id", self.write_id, allow_none=True,
+                       meaning="an id that stays the same when the same write is retried")
+        if checkable(self.sql, rendered=rendered):
+            check_text(task, "sql", self.sql, allow_none=True,
+                       meaning="a Spark SQL query over the view 'kafka'")
+        if self.transform is not None and not callable(self.transform):
+            raise bad_argument(task, "transform", self.transform,
+                               "pass a function taking and returning a pyspark DataFrame")
+        options = check_mapping(task, "output_options", self.output_options,
+                                meaning="Spark writer options")
+        if not all(isinstance(v, str | int | float | bool) for v in options.values()):
+            raise bad_argument(task, "output_options", self.output_options,
+                               "pass option values as str, int, float or bool, e.g. "
+                               "{'compression': 'zstd'}")
+        self._check_partition_by()
+        check_text(task, "output_kafka_conn_id", self.output_kafka_conn_id, allow_none=True,
+                   meaning="an Airflow connection id")
+        check_choice(task, "delivery_guarantee", self.delivery_guarantee, DELIVERY_GUARANTEES,
+                     ignore_case=True)
+        check_text(task, "transactional_id_prefix", self.transactional_id_prefix,
+                   allow_none=True, meaning="a prefix unique to this application on the cluster")
+        check_text(task, "spark_conn_id", self.spark_conn_id, allow_none=True,
+                   meaning="an Airflow connection id")
+        check_mapping(task, "spark_conf", self.spark_conf, meaning="Spark conf")
+        check_positive_int(task, "max_records_per_split", self.max_records_per_split,
+                           meaning="the most offsets one Spark partition reads", example=100_000,
+                           allow_none=True)
+        check_choice(task, "engine", self.engine, ENGINES)
+        check_bool(task, "include_headers", self.include_headers)
+        check_choice(task, "on_data_loss", self.on_data_loss, DATA_LOSS_CHOICES)
+        self._check_sink_only_arguments(files)
+
+    def _check_format(self) -> None:
+        value = self.output_format
+        if not isinstance(value, str) or not FORMAT_NAME.fullmatch(value.strip()):
+            raise bad_argument(self.task_id, "output_format", value,
+                               "pass a Spark data source name such as 'parquet', 'json', 'csv', "
+                               "'orc', or 'avro' (with its package)")
+
+    def _check_partition_by(self) -> None:
+        value = self.partition_by
+        if value is None:
+            return
+        if isinstance(value, str) or not isinstance(value, list | tuple) or not all(
+                isinstance(c, str) and c.strip() for c in value):
+            raise bad_argument(self.task_id, "partition_by", value,
+                               "pass a list of column names, e.g. partition_by=['event_date'] (a "
+                               "list even for one column)")
+
+    def _check_sink_only_arguments(self, files: bool) -> None:
+        """An argument of the other sink is a mistake, not something to ignore."""
+        given = {"output_options": bool(self.output_options),
+                 "partition_by": bool(self.partition_by),
+                 "output_kafka_conn_id": self.output_kafka_conn_id is not None,
+                 "transactional_id_prefix": self.transactional_id_prefix is not None,
+                 "write_id": self.write_id is not None,
+                 "output_format": self.output_format != "parquet",
+                 "delivery_guarantee": str(self.delivery_guarantee).lower() != "exactly_once"}
+        wrong = [n for n in (KAFKA_ONLY + ("delivery_guarantee",) if files
+                             else FILE_ONLY + ("output_format",)) if given[n]]
+        if wrong:
+            name = wrong[0]
+            sink = "output_topic= (Kafka)" if files else "output_path= (files)"
+            raise bad_argument(self.task_id, name, getattr(self, name),
+                               f"it applies only to the sink {sink}; remove it, or write to "
+                               "that sink", problem="does not apply to this sink")
+
+    def offset_ranges(self) -> OffsetRanges:
+        """The (rendered) ``ranges`` argument, parsed.
+
+        Raises:
+            OffsetSpecError: they are not offset ranges (the message names the task).
+        """
+        try:
+            return OffsetRanges.from_json(self.ranges)
+        except OffsetSpecError as exc:
+            raise OffsetSpecError(
+                f"{self.task_id}: ranges={shown(self.ranges, 200)} are not offset ranges: {exc} "
+                "Pass the resolve task's XCom (ranges=resolve.output) or its JSON."
+            ) from None
 
     @cached_property
     def spark_hook(self) -> SparkHook:
@@ -155,44 +302,73 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
                          app_name=f"airflow-{self.dag_id}-{self.task_id}")
 
     def execute(self, context: Any) -> dict[str, Any]:
-        offset_ranges = OffsetRanges.from_json(self.ranges)
-        output = self._planned_output(context, offset_ranges)
+        self.check_arguments(rendered=True)
+        offset_ranges = self.offset_ranges()
+        sink = self.sink(context, offset_ranges)
         if offset_ranges.is_empty():
             self.log.info("The ranges hold no offsets: nothing to read, nothing written.")
-            stats = _stats(offset_ranges, [], output, lost=offset_ranges.lost, seconds=0.0)
+            stats = _stats(offset_ranges, [], sink.describe(), lost=offset_ranges.lost,
+                           seconds=0.0)
             self._warn_lost(stats)
             return stats
-        from airflow_provider_kafka_spark.spark import LostOffsets, kafka_errors, summarize
+        from airflow_provider_kafka_spark.spark import (
+            LostOffsets,
+            kafka_errors,
+            kafka_schema,
+            summarize,
+        )
 
         began = time.monotonic()
         spark = self.spark_hook.get_conn()
-        write_manifest = _text_writer(spark, output["manifest"]) if "path" in output else None
-        lost = LostOffsets()
-        records = self._read(spark, offset_ranges, lost)
+        empty = spark.createDataFrame([], kafka_schema(self.include_headers))
+        shaped = self._transformed(spark, empty, checking=True)
         try:
-            with kafka_errors():
-                summaries = summarize(records)
-            output = self._write(self._transformed(spark, records), output)
-        finally:
-            records.unpersist()
-        stats = _stats(offset_ranges, summaries, output, lost=lost.by_partition(),
-                       seconds=time.monotonic() - began)
-        if write_manifest is not None:
-            write_manifest(json.dumps({
-                "version": 1,
-                "dag_id": self.dag_id,
-                "task_id": self.task_id,
-                "run_id": context["run_id"],
-                "written_at": datetime.now(UTC).isoformat(),
-                "ranges": offset_ranges.to_dict(),
-                **stats,
-            }, indent=2, sort_keys=True))
+            sink.prepare(spark, shaped)
+            lost = LostOffsets()
+            records = self._read(spark, offset_ranges, lost)
+            try:
+                with kafka_errors():
+                    summaries = summarize(records)
+                output = sink.write(self._transformed(spark, records, checking=False))
+                stats = _stats(offset_ranges, summaries, output, lost=lost.by_partition(),
+                               seconds=time.monotonic() - began)
+                sink.commit({
+                    "version": 1,
+                    "dag_id": self.dag_id,
+                    "task_id": self.task_id,
+                    "run_id": context["run_id"],
+                    "written_at": datetime.now(UTC).isoformat(),
+                    "ranges": offset_ranges.to_dict(),
+                    **stats,
+                })
+            finally:
+                records.unpersist()
+        except BaseException:
+            sink.abort()
+            raise
         self.log.info("Wrote %d record(s) to %s in %.1fs, %.0f records/s:\n%s",
                       stats["records"], output.get("path") or output.get("topic"),
                       stats["seconds"], stats["records_per_second"],
                       _summary_table(stats["partitions"]))
         self._warn_lost(stats)
         return stats
+
+    def sink(self, context: Any, ranges: OffsetRanges) -> Sink:
+        """The sink of the rendered arguments (no cluster call)."""
+        if self.output_topic is None:
+            assert isinstance(self.output_path, str) and isinstance(self.output_format, str)
+            return FileSink(self.output_path, format=self.output_format,
+                            options=self.output_options, partition_by=self.partition_by or ())
+        output_hook = (KafkaHook(self.output_kafka_conn_id) if self.output_kafka_conn_id
+                       else self.kafka_hook)
+        return KafkaSink(
+            output_hook.get_kafka_config, self.output_topic.strip(),
+            delivery_guarantee=self.delivery_guarantee.lower(),
+            transactional_id_prefix=self.transactional_id_prefix or f"{self.dag_id}.{self.task_id}",
+            write_id=(self.write_id.strip() if self.write_id
+                      else default_write_id(self.dag_id, self.task_id, context["run_id"], ranges)),
+            records_as_read=self.transform is None and not self.sql,
+        )
 
     def _warn_lost(self, stats: dict[str, Any]) -> None:
         """One warning naming the partitions with skipped (deleted) offsets, if any."""
@@ -203,34 +379,6 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         self.log.warning("%d offset(s) deleted before they could be read were skipped "
                          "(on_data_loss='skip'): %s. The output lacks them.",
                          stats["lost"], detail)
-
-    def _planned_output(self, context: Any, ranges: OffsetRanges) -> dict[str, Any]:
-        """The checked sink description, before anything is read or written."""
-        if self.output_topic is None:
-            path = self._checked_path()
-            return {"path": path, "format": self.output_format,
-                    "manifest": f"{path.rstrip('/')}/{MANIFEST_NAME}"}
-        if not isinstance(self.output_topic, str) or not self.output_topic.strip():
-            raise OffsetSpecError(
-                f"{self.task_id}: output_topic rendered to {self.output_topic!r}; it must name "
-                "a topic."
-            )
-        return {
-            "topic": self.output_topic.strip(),
-            "delivery_guarantee": self.delivery_guarantee,
-            "write_id": self.write_id or default_write_id(self.dag_id, self.task_id,
-                                                          context["run_id"], ranges),
-            "records_written": 0,
-            "skipped_tasks": [],
-        }
-
-    def _checked_path(self) -> str:
-        if not isinstance(self.output_path, str) or not self.output_path.strip():
-            raise OffsetSpecError(
-                f"{self.task_id}: output_path rendered to {self.output_path!r}; it must name the "
-                "folder of this run's output."
-            )
-        return self.output_path.strip()
 
     def _read(self, spark: SparkSession, ranges: OffsetRanges, lost: LostOffsets) -> DataFrame:
         """The records, cached so the summary and the write read Kafka once; ``lost`` counts
@@ -249,43 +397,62 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             lost=lost,
         ).persist(StorageLevel.MEMORY_AND_DISK)
 
-    def _transformed(self, spark: SparkSession, records: DataFrame) -> DataFrame:
+    def _transformed(self, spark: SparkSession, records: DataFrame, *,
+                     checking: bool) -> DataFrame:
+        """``records`` through ``transform`` or ``sql``. With ``checking`` (``records`` is
+        empty, before the read), a failure is a ConfigurationError about the argument."""
+        from pyspark.sql import DataFrame
+
         if self.transform is not None:
-            return self.transform(records)
+            name = getattr(self.transform, "__qualname__", None) or shown(self.transform)
+            try:
+                result = self.transform(records)
+            except Exception as exc:
+                if not checking:
+                    raise
+                raise ConfigurationError(
+                    f"{self.task_id}: transform={name} failed on an empty DataFrame with the "
+                    f"records' columns {records.columns} (called once before the read, to check "
+                    f"it): {error_line(exc)}. Fix the transform: it takes the records read and "
+                    "returns a pyspark DataFrame. Nothing was read or written."
+                ) from exc
+            if not isinstance(result, DataFrame):
+                raise bad_argument(
+                    self.task_id, "transform", name,
+                    "it must return a pyspark.sql.DataFrame (e.g. return df.select(...))",
+                    problem=f"returned {type(result).__name__}, not a DataFrame")
+            return result
         if self.sql:
             records.createOrReplaceTempView(SQL_VIEW)
+            if checking:
+                self._check_sql(spark, records.columns)
             return spark.sql(self.sql)
         return records
 
-    def _write(self, df: DataFrame, output: dict[str, Any]) -> dict[str, Any]:
-        """Write ``df`` to the planned sink; return the output description with results."""
-        from airflow_provider_kafka_spark.spark import kafka_errors
+    def _check_sql(self, spark: SparkSession, columns: list[str]) -> None:
+        """Parse ``sql`` and analyse it as a subquery over the (empty) view: a syntax error,
+        an unknown column, a command or several statements fail here, before the read."""
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import AnalysisException
 
-        if "path" in output:
-            writer = df.write.mode("overwrite").format(self.output_format)
-            if self.partition_by:
-                writer = writer.partitionBy(*self.partition_by)
-            with kafka_errors():
-                writer.options(**self.output_options).save(output["path"])
-            return output
-        from airflow_provider_kafka_spark.spark.write import write_kafka
-
-        if self.transform is None and not self.sql:
-            df = df.select(*[c for c in ("key", "value", "headers", "timestamp")
-                             if c in df.columns])
-        output_hook = (KafkaHook(self.output_kafka_conn_id) if self.output_kafka_conn_id
-                       else self.kafka_hook)
-        with kafka_errors():
-            result = write_kafka(
-                df, output_hook.get_kafka_config(),
-                topic=output["topic"],
-                delivery_guarantee=self.delivery_guarantee,
-                transactional_id_prefix=(self.transactional_id_prefix
-                                         or f"{self.dag_id}.{self.task_id}"),
-                write_id=output["write_id"],
-            )
-        return {**output, "records_written": result.records_written,
-                "skipped_tasks": list(result.skipped_tasks)}
+        assert isinstance(self.sql, str)
+        problem = "is not valid Spark SQL"
+        try:
+            jsession = getattr(spark, "_jsparkSession", None)
+            if jsession is not None:  # the parser alone: positions as the user wrote them
+                jsession.sessionState().sqlParser().parsePlan(self.sql)
+            problem = "is not one query Spark can run over the records"
+            query = self.sql.strip()
+            while query.endswith(";"):
+                query = query[:-1].rstrip()
+            spark.sql(f"SELECT * FROM (\n{query}\n) AS _kafka_spark_sql").schema  # noqa: B018
+        except (AnalysisException, Py4JJavaError) as exc:
+            raise bad_argument(
+                self.task_id, "sql", self.sql,
+                f"pass one query (SELECT, WITH ... SELECT, VALUES or TABLE; not a command nor "
+                f"several statements) over the view '{SQL_VIEW}', whose columns are {columns}. "
+                f"Spark said: {error_line(exc)}. Nothing was read or written",
+                problem=problem) from exc
 
 
 def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:
@@ -326,25 +493,3 @@ def _summary_table(partitions: list[dict[str, Any]]) -> str:
     columns = ("topic", "partition", "start", "stop", "records", "lost", "min_timestamp",
                "max_timestamp")
     return format_table(columns, [[p[c] for c in columns] for p in partitions])
-
-
-def _text_writer(spark: SparkSession, path: str) -> Callable[[str], None]:
-    """A function writing a text file at ``path`` on any Hadoop file system the session
-    reaches (local, HDFS, S3A...). Fails at once, before any output, without a driver JVM."""
-    jvm = getattr(spark, "_jvm", None)
-    if jvm is None:
-        raise OffsetSpecError(
-            "the file sink's manifest is written through the Spark driver's JVM; Spark Connect "
-            "sessions are not supported for file output yet."
-        )
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration())
-
-    def write(text: str) -> None:
-        stream = fs.create(hadoop_path, True)
-        try:
-            stream.write(bytearray(text.encode("utf-8")))
-        finally:
-            stream.close()
-
-    return write

@@ -18,6 +18,7 @@ from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
 
 from airflow_provider_kafka_spark.get_provider_info import get_provider_info
 from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
     Earliest,
     Latest,
     OffsetRanges,
@@ -126,22 +127,23 @@ def test_commit_needs_a_group_and_valid_ranges() -> None:
 
 
 def test_ingest_needs_exactly_one_sink_and_one_transformation() -> None:
-    with pytest.raises(OffsetSpecError, match="exactly one sink"):
+    with pytest.raises(ConfigurationError, match="exactly one sink.*got neither"):
         KafkaSparkIngestOperator(task_id="i", ranges={})
-    with pytest.raises(OffsetSpecError, match="exactly one sink"):
+    with pytest.raises(ConfigurationError, match="exactly one sink.*got both"):
         KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", output_topic="t")
-    with pytest.raises(OffsetSpecError, match="not both"):
+    with pytest.raises(ConfigurationError, match="not both"):
         KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", sql="SELECT 1",
                                  transform=lambda df: df)
 
 
 def test_ingest_rejects_bad_ranges_and_empty_paths_before_spark() -> None:
-    with pytest.raises(OffsetSpecError, match="version"):
-        KafkaSparkIngestOperator(task_id="i", ranges='{"ranges": []}', output_path="/x") \
-            .execute({"run_id": "r"})
+    with pytest.raises(OffsetSpecError, match="^i: ranges=.*version"):
+        KafkaSparkIngestOperator(task_id="i", ranges='{"ranges": []}', output_path="/x")
     empty = OffsetRanges((PartitionRange("a", 0, 7, 7),)).to_dict()
-    with pytest.raises(OffsetSpecError, match="output_path rendered to ' '"):
-        KafkaSparkIngestOperator(task_id="i", ranges=empty, output_path=" ").execute({})
+    op = KafkaSparkIngestOperator(task_id="i", ranges=empty, output_path="{{ params.path }}")
+    op.output_path = " "  # as rendered
+    with pytest.raises(ConfigurationError, match="^i: output_path=' ' is empty"):
+        op.execute({})
     stats = KafkaSparkIngestOperator(task_id="i", ranges=empty, output_path="/x/y") \
         .execute({"run_id": "r"})
     assert stats["records"] == 0 and stats["partitions"][0]["start"] == 7

@@ -1,0 +1,31 @@
+"""Where an ingest's records go: one :class:`Sink` per destination, one file each.
+
+    sink.prepare(spark, shaped)   checks on the driver, before anything is read
+    sink.write(df)                the Spark job
+    sink.commit(manifest)         make the write visible (files: swap the staged folder in)
+    sink.abort()                  after any failure, instead of commit
+
+* :class:`FileSink` (``files.py``): a folder of files per run, staged next to the run's
+  folder and swapped in only when complete, with a manifest;
+* :class:`KafkaSink` (``kafka.py``): a Kafka topic through ``write_kafka`` (exactly-once by
+  default; see ``docs/exactly-once.md``).
+
+No Airflow import, and Spark is imported only when a sink is used, so the Airflow layer can
+import this package while a DAG file is parsed. Imports point one way:
+``operators/ -> sinks/ -> spark/ -> offsets/``. Usable from a plain PySpark job::
+
+    sink = FileSink("s3a://lake/events/2024-05-01T00", format="parquet")
+    sink.prepare(spark, df.limit(0))
+    try:
+        sink.write(df)
+        sink.commit({"note": "anything JSON-ready"})
+    except BaseException:
+        sink.abort()
+        raise
+"""
+
+from airflow_provider_kafka_spark.sinks.base import Sink, SinkError
+from airflow_provider_kafka_spark.sinks.files import MANIFEST_NAME, FileSink
+from airflow_provider_kafka_spark.sinks.kafka import KafkaSink
+
+__all__ = ["MANIFEST_NAME", "FileSink", "KafkaSink", "Sink", "SinkError"]

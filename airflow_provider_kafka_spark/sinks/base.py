@@ -1,0 +1,71 @@
+"""The :class:`Sink` protocol: how the ingest hands its records to a destination."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+class SinkError(KafkaSparkError):
+    """A sink could not finish: the file sink could not move its staged output into place
+    (the message says what is where on the file system, and what to do)."""
+
+
+class Sink(ABC):
+    """One destination of a bounded read, in four steps, like Spark's own ``DataSourceWriter``
+    (driver-side setup and commit around the tasks' write)::
+
+        sink.prepare(spark, shaped)   # on the driver, before anything is read
+        sink.write(df)                # the Spark job
+        sink.commit(manifest)         # on the driver: make the write visible
+        sink.abort()                  # instead of commit, after any failure
+
+    * :meth:`prepare` checks everything that can be checked without the records (the
+      output's schema from ``shaped``, an empty DataFrame with it; formats; locations) and
+      raises :class:`ConfigurationError` before anything is read or written. It may set up
+      private state (the file sink's staging folder), never visible output.
+    * :meth:`write` runs the Spark job and returns the JSON-ready description of the output
+      (:meth:`describe` plus what the write reports).
+    * :meth:`commit` publishes the write with the run's ``manifest`` (ranges and statistics).
+    * :meth:`abort` undoes what :meth:`prepare` and :meth:`write` left behind, as far as the
+      sink can; it never raises (it runs while another exception propagates).
+
+    A sink is used once: build a new one for each write.
+    """
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """The JSON-ready description of the output before anything ran (for XCom)."""
+
+    def prepare(self, spark: SparkSession, shaped: DataFrame) -> None:  # noqa: B027
+        """Checks before the read; ``shaped`` has the output's schema and no rows."""
+
+    @abstractmethod
+    def write(self, df: DataFrame) -> dict[str, Any]:
+        """Write ``df``; return :meth:`describe` completed with the write's results."""
+
+    def commit(self, manifest: Mapping[str, Any]) -> None:  # noqa: B027
+        """Make the write visible, with the run's manifest."""
+
+    def abort(self) -> None:  # noqa: B027
+        """Undo what :meth:`prepare` and :meth:`write` left behind; never raises."""
+
+
+def error_line(exc: BaseException, limit: int = 500) -> str:
+    """The first meaningful line of an exception's message, for error messages and logs; for
+    a Java exception (``Py4JJavaError``), the Java exception's class and message."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return cut(lines[0] if lines else type(exc).__name__, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."

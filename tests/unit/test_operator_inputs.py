@@ -1,0 +1,175 @@
+"""Hostile arguments of the operators, without a broker or Spark.
+
+Each one is a ``ConfigurationError`` (exactly that class, not a subclass such as
+``OffsetSpecError``) whose message starts with the task (or trigger) and the argument with its
+value, and says what to pass. Literal arguments fail when the operator is built, i.e. when the
+DAG file is parsed; templated ones once rendered, at the start of ``execute``, before any
+cluster call (no connection is configured here, so reaching the cluster would fail otherwise).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
+
+# isort: split
+
+from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
+    OffsetRanges,
+    PartitionRange,
+)
+from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+
+RANGES = OffsetRanges((PartitionRange("a", 0, 0, 5),), group_id="g").to_dict()
+FILES = {"task_id": "ingest", "ranges": RANGES, "output_path": "/data/out"}
+TOPIC = {"task_id": "ingest", "ranges": RANGES, "output_topic": "out"}
+
+
+def configuration_error(build: Any, kwargs: dict[str, Any], name: str, fragment: str) -> str:
+    """Build, expect exactly a ConfigurationError naming the owner and ``name=``."""
+    with pytest.raises(ConfigurationError) as info:
+        build(**kwargs)
+    message = str(info.value)
+    assert type(info.value) is ConfigurationError, message
+    owner = kwargs.get("task_id", build.__name__)
+    assert message.startswith(f"{owner}: {name}="), message
+    assert fragment in message, message
+    return message
+
+
+POSITIVE_INT = "pass a positive int"
+BOOL = "pass True or False"
+
+INGEST_CASES = [
+    (FILES, "max_records_per_split", 0, POSITIVE_INT),
+    (FILES, "max_records_per_split", -1, POSITIVE_INT),
+    (FILES, "max_records_per_split", 1.5, "is not a whole number"),
+    (FILES, "max_records_per_split", True, "is a bool, not a number"),
+    (FILES, "max_records_per_split", "100", POSITIVE_INT),
+    (FILES, "include_headers", "yes", BOOL),
+    (FILES, "include_headers", 1, BOOL),
+    (FILES, "include_headers", None, BOOL),
+    (FILES, "engine", "spark", "pass one of 'python', 'spark-kafka'"),
+    (FILES, "engine", None, "pass one of 'python', 'spark-kafka'"),
+    (FILES, "on_data_loss", "ignore", "pass one of 'fail', 'skip'"),
+    (TOPIC, "delivery_guarantee", "exactly-once",
+     "pass one of 'none', 'at_least_once', 'exactly_once'"),
+    (TOPIC, "delivery_guarantee", True, "pass one of 'none'"),
+    (FILES, "delivery_guarantee", "at_least_once", "applies only to the sink output_topic="),
+    (FILES, "output_format", "", "pass a Spark data source name"),
+    (FILES, "output_format", "par quet", "pass a Spark data source name"),
+    (FILES, "output_format", 3, "pass a Spark data source name"),
+    (TOPIC, "output_format", "json", "applies only to the sink output_path="),
+    (FILES, "output_options", ["compression"], "pass a dict of Spark writer options"),
+    (FILES, "output_options", {"compression": ["zstd"]}, "pass option values as str"),
+    (TOPIC, "output_options", {"compression": "zstd"}, "applies only to the sink output_path="),
+    (FILES, "partition_by", "k", "a list even for one column"),
+    (FILES, "partition_by", ["k", ""], "pass a list of column names"),
+    (TOPIC, "partition_by", ["k"], "applies only to the sink output_path="),
+    (FILES, "output_path", "", "is empty"),
+    (FILES, "output_path", " ", "is empty"),
+    (TOPIC, "output_topic", "", "is empty"),
+    (TOPIC, "output_topic", "bad topic!", "1 to 249 letters, digits, '.', '_' or '-'"),
+    (TOPIC, "output_topic", 42, "is not a string"),
+    (FILES, "write_id", "w", "applies only to the sink output_topic="),
+    (TOPIC, "write_id", " ", "is empty"),
+    (FILES, "output_kafka_conn_id", "other", "applies only to the sink output_topic="),
+    (TOPIC, "output_kafka_conn_id", "", "pass an Airflow connection id"),
+    (TOPIC, "transactional_id_prefix", "", "pass a prefix unique to this application"),
+    (FILES, "transform", "SELECT 1", "pass a function taking and returning a pyspark DataFrame"),
+    (FILES, "sql", "", "pass a Spark SQL query over the view 'kafka'"),
+    (FILES, "spark_conn_id", "", "pass an Airflow connection id"),
+    (FILES, "spark_conf", ["spark.a=1"], "pass a dict of Spark conf"),
+]
+
+
+@pytest.mark.parametrize(("base", "name", "value", "fragment"), INGEST_CASES)
+def test_ingest_rejects_a_bad_literal_when_built(base: dict[str, Any], name: str, value: Any,
+                                                 fragment: str) -> None:
+    message = configuration_error(KafkaSparkIngestOperator, {**base, name: value}, name, fragment)
+    assert repr(value)[:50] in message
+
+
+def test_good_literals_and_unrendered_templates_pass_when_built() -> None:
+    KafkaSparkIngestOperator(**FILES, max_records_per_split=10, include_headers=False,
+                             engine="spark-kafka", on_data_loss="skip", output_format="json",
+                             output_options={"compression": "gzip", "x": 1},
+                             partition_by=("k",))
+    KafkaSparkIngestOperator(**TOPIC, delivery_guarantee="AT_LEAST_ONCE", write_id="w",
+                             transactional_id_prefix="p", output_kafka_conn_id="other")
+    KafkaSparkIngestOperator(task_id="i", ranges="{{ ti.xcom_pull('resolve') }}",
+                             output_path="{{ params.out }}", output_format="{{ params.f }}",
+                             sql="{{ params.sql }}")
+    KafkaSparkIngestOperator(task_id="i", ranges=RANGES, output_topic="{{ params.topic }}",
+                             write_id="{{ run_id }}")
+
+
+@pytest.mark.parametrize(
+    ("build", "kwargs", "name", "rendered", "fragment"),
+    [
+        (KafkaSparkIngestOperator, {**FILES, "output_format": "{{ params.f }}"},
+         "output_format", "", "pass a Spark data source name"),
+        (KafkaSparkIngestOperator, {**FILES, "output_path": "{{ params.out }}"},
+         "output_path", "", "is empty"),
+        (KafkaSparkIngestOperator, {**TOPIC, "output_topic": "{{ params.t }}"},
+         "output_topic", "a/b", "is not a legal topic name"),
+        (KafkaSparkIngestOperator, {**FILES, "sql": "{{ params.sql }}"}, "sql", " ", "is empty"),
+    ],
+)
+def test_templated_arguments_are_checked_once_rendered_before_any_cluster_call(
+        build: Any, kwargs: dict[str, Any], name: str, rendered: Any, fragment: str) -> None:
+    task = build(**kwargs)  # a template: not checked when the DAG is parsed
+    setattr(task, name, rendered)  # what rendering produced
+    context = {"run_id": "r", "params": {}, "data_interval_start": None,
+               "data_interval_end": None}
+    configuration_error(lambda **_: task.execute(context), {"task_id": kwargs["task_id"]}, name,
+                        fragment)
+
+
+def test_the_copied_choices_match_the_spark_layer() -> None:
+    from airflow_provider_kafka_spark.operators import ingest
+    from airflow_provider_kafka_spark.spark import read, transactions
+
+    assert ingest.ENGINES == read.ENGINES
+    assert ingest.DELIVERY_GUARANTEES == transactions.DELIVERY_GUARANTEES
+
+
+DAG_FILE = """
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+from airflow_provider_kafka_spark.sensors import KafkaIntervalCompleteSensor
+
+with DAG(dag_id="hostile", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+    {task}
+"""
+
+
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        ('KafkaSparkIngestOperator(task_id="ingest", ranges="{{ ti.xcom_pull() }}", '
+         'output_path="/out", max_records_per_split=0)',
+         "ingest: max_records_per_split=0 is not valid; pass a positive int"),
+    ],
+)
+def test_a_bad_literal_is_an_import_error_of_the_dag_file(tmp_path: Path, task: str,
+                                                          message: str) -> None:
+    dag_file = tmp_path / "hostile.py"
+    dag_file.write_text(textwrap.dedent(DAG_FILE).format(task=task))
+    code = ("from airflow.dag_processing.dagbag import DagBag; "
+            f"bag = DagBag({str(dag_file)!r}); "
+            "print('DAGS', sorted(bag.dag_ids)); print('ERRORS', *bag.import_errors.values())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert "DAGS []\n" in out, out
+    errors = out.split("ERRORS", 1)[1]
+    assert "ConfigurationError" in errors and message in errors, out
