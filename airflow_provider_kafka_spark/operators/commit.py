@@ -7,11 +7,19 @@ from typing import Any
 
 from airflow_provider_kafka_spark.offsets import (
     CommitResult,
+    ConfigurationError,
     OffsetRanges,
     OffsetSpecError,
     commit_offsets,
 )
-from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator
+from airflow_provider_kafka_spark.operators.arguments import (
+    check_bool,
+    check_seconds,
+    check_text,
+    checkable,
+    shown,
+)
+from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, bool_param
 
 
 class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
@@ -36,8 +44,13 @@ class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
     :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated.
     :param group_id: the consumer group to commit to; defaults to the ``group_id`` the ranges
         were resolved with. Templated.
-    :param allow_rewind: move partitions whose committed offset is past the stop back to it.
-    :param timeout: seconds to wait for the cluster's answers.
+    :param allow_rewind: move partitions whose committed offset is past the stop back to it
+        (a bool; the run's Param ``allow_rewind`` must be a JSON boolean too).
+    :param timeout: seconds (a positive number) to wait for the cluster's answers.
+
+    Literal arguments are checked when the DAG file is parsed, ``ranges`` and ``group_id``
+    once rendered, before any cluster call; a bad one is a ``ConfigurationError`` (bad ranges:
+    ``OffsetSpecError``) naming the task, the argument and what to pass.
     """
 
     template_fields: Sequence[str] = ("ranges", "group_id")
@@ -55,19 +68,51 @@ class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
         super().__init__(**kwargs)
         self.ranges = ranges
         self.group_id = group_id
-        self.allow_rewind = allow_rewind
-        self.timeout = timeout
+        self.allow_rewind = check_bool(self.task_id, "allow_rewind", allow_rewind)
+        self.timeout = check_seconds(self.task_id, "timeout", timeout, example=30,
+                                     meaning="how long to wait for the cluster's answers")
+        self.check_arguments(rendered=False)
+
+    def check_arguments(self, *, rendered: bool) -> None:
+        """Check the template fields: literals when the DAG is parsed, all once rendered.
+
+        Raises:
+            OffsetSpecError: ``ranges`` are not offset ranges.
+            ConfigurationError: a bad ``group_id``.
+        """
+        if checkable(self.ranges, rendered=rendered):
+            self.offset_ranges()
+        if not checkable(self.group_id, rendered=rendered):
+            return
+        if rendered and (self.group_id is None or isinstance(self.group_id, str)):
+            return  # a template rendered to "" means the ranges' group, as None does
+        check_text(self.task_id, "group_id", self.group_id, allow_none=True,
+                   meaning="a consumer group id, or None for the ranges' group")
+
+    def offset_ranges(self) -> OffsetRanges:
+        """The (rendered) ``ranges`` argument, parsed.
+
+        Raises:
+            OffsetSpecError: they are not offset ranges (the message names the task).
+        """
+        try:
+            return OffsetRanges.from_json(self.ranges)
+        except OffsetSpecError as exc:
+            raise OffsetSpecError(
+                f"{self.task_id}: ranges={shown(self.ranges, 200)} are not offset ranges: {exc} "
+                "Pass the resolve task's XCom (ranges=resolve.output) or its JSON."
+            ) from None
 
     def execute(self, context: Any) -> dict[str, Any]:
-        offset_ranges = OffsetRanges.from_json(self.ranges)
+        self.check_arguments(rendered=True)
+        offset_ranges = self.offset_ranges()
         group_id = self.group_id or offset_ranges.group_id
         if not group_id:
-            raise OffsetSpecError(
-                "no consumer group to commit to: pass group_id= to the commit operator "
-                "(or to the resolve operator, whose ranges then carry it)."
+            raise ConfigurationError(
+                f"{self.task_id}: no consumer group to commit to: pass group_id= to the commit "
+                "operator (or to the resolve operator, whose ranges then carry it)."
             )
-        params = context.get("params") or {}
-        allow_rewind = bool(params.get("allow_rewind") or self.allow_rewind)
+        allow_rewind = bool_param(self.task_id, context, "allow_rewind") or self.allow_rewind
         result = commit_offsets(self.kafka_hook.get_kafka_config(), group_id, offset_ranges,
                                 allow_rewind=allow_rewind, timeout=self.timeout)
         self.log.info(

@@ -12,14 +12,23 @@ from airflow_provider_kafka_spark.offsets import (
     parse_offset_spec,
     resolve_offsets,
 )
-from airflow_provider_kafka_spark.offsets.config import check_isolation_level
+from airflow_provider_kafka_spark.offsets.config import ISOLATION_LEVELS
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey, pin_ranges, pinned_ranges
+from airflow_provider_kafka_spark.operators.arguments import (
+    check_bool,
+    check_choice,
+    check_seconds,
+    check_text,
+    check_topic_name,
+    checkable,
+)
 from airflow_provider_kafka_spark.operators.base import (
     SUBSCRIPTION_FIELDS,
     KafkaSparkBaseOperator,
     Partitions,
     SubscriptionMixin,
     Topics,
+    bool_param,
     ranges_table,
 )
 
@@ -65,10 +74,16 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
     :param on_open_transaction: ``fail`` (default: ``IntervalNotCompleteError``, so Airflow's
         retries wait) when an open transaction holds back a ``timestamp:`` stop, or
         ``truncate`` to stop at the last stable offset and record the cut in the ranges.
-    :param re_resolve: resolve again even when this run has pinned ranges (also the Param
-        ``re_resolve``).
+    :param re_resolve: resolve again even when this run has pinned ranges (a bool; also the
+        Param ``re_resolve``, which must be a JSON boolean).
     :param pins_topic: the compacted topic holding pinned run ranges.
-    :param timeout: seconds to wait for the cluster's answers.
+    :param timeout: seconds (a positive number) to wait for the cluster's answers.
+
+    Literal arguments are checked when the DAG file is parsed (a bad one is an import error of
+    the DAG): the subscription, ``start``/``stop`` (``OffsetSpecError``), and the others
+    (``ConfigurationError`` naming the task, the argument, the value and what to pass).
+    Templated ones are checked once rendered, at the start of ``execute``, before any cluster
+    call.
     """
 
     template_fields: Sequence[str] = (*SUBSCRIPTION_FIELDS, "start", "stop", "group_id")
@@ -96,30 +111,46 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
         self.start = start
         self.stop = stop
         self.group_id = group_id
-        self.isolation_level = check_isolation_level(isolation_level)
-        if on_data_loss not in ("fail", "skip"):
-            raise OffsetSpecError(
-                f"on_data_loss={on_data_loss!r} is not valid; use 'fail' or 'skip'."
-            )
-        self.on_data_loss = on_data_loss
-        if on_open_transaction not in ("fail", "truncate"):
-            raise OffsetSpecError(
-                f"on_open_transaction={on_open_transaction!r} is not valid; use 'fail' or "
-                "'truncate'."
-            )
-        self.on_open_transaction = on_open_transaction
-        self.re_resolve = re_resolve
-        self.pins_topic = pins_topic
-        self.timeout = timeout
+        task = self.task_id
+        self.isolation_level = check_choice(task, "isolation_level", isolation_level,
+                                            ISOLATION_LEVELS)
+        self.on_data_loss = check_choice(task, "on_data_loss", on_data_loss, ("fail", "skip"))
+        self.on_open_transaction = check_choice(task, "on_open_transaction", on_open_transaction,
+                                                ("fail", "truncate"))
+        self.re_resolve = check_bool(task, "re_resolve", re_resolve)
+        self.pins_topic = check_topic_name(task, "pins_topic", pins_topic)
+        self.timeout = check_seconds(task, "timeout", timeout, example=30,
+                                     meaning="how long to wait for the cluster's answers")
+        self.check_arguments(rendered=False)
+
+    def check_arguments(self, *, rendered: bool) -> None:
+        """Check the template fields: literals when the DAG is parsed, all once rendered.
+
+        Raises:
+            OffsetSpecError: a bad subscription or offset spec (named).
+            ConfigurationError: a bad ``group_id``.
+        """
+        self._check_subscription(rendered=rendered)
+        for name in ("start", "stop"):
+            value = getattr(self, name)
+            if value is not None and checkable(value, rendered=rendered):
+                _parse(self.task_id, name, value)
+        if not checkable(self.group_id, rendered=rendered):
+            return
+        if rendered and (self.group_id is None or isinstance(self.group_id, str)):
+            return  # a template rendered to "" means no group, as None does
+        check_text(self.task_id, "group_id", self.group_id, allow_none=True,
+                   meaning="a consumer group id")
 
     def execute(self, context: Any) -> dict[str, Any]:
+        self.check_arguments(rendered=True)
         start, stop = self.specs(context)
         subscription = self.subscription()
+        re_resolve = bool_param(self.task_id, context, "re_resolve") or self.re_resolve
         kafka_config = self.kafka_hook.get_kafka_config()
         run = RunKey(self.dag_id, self.task_id, context["run_id"],
                      getattr(context.get("ti"), "map_index", -1))
-        params = context.get("params") or {}
-        if params.get("re_resolve") or self.re_resolve:
+        if re_resolve:
             self.log.info("Resolving %s again (re_resolve): new ranges replace the pinned ones.",
                           run)
         else:
@@ -152,34 +183,34 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
     def specs(self, context: Mapping[str, Any]) -> tuple[Any, Any]:
         """The parsed ``(start, stop)`` specs of this run; checked, never zero-width."""
         params = context.get("params") or {}
-        start = _parse("start", params.get("start") or self.start
-                       or _interval_bound(context, "data_interval_start", "start"))
-        stop = _parse("stop", params.get("stop") or self.stop
-                      or _interval_bound(context, "data_interval_end", "stop"))
+        start = _parse(self.task_id, "start", params.get("start") or self.start
+                       or _interval_bound(self.task_id, context, "data_interval_start", "start"))
+        stop = _parse(self.task_id, "stop", params.get("stop") or self.stop
+                      or _interval_bound(self.task_id, context, "data_interval_end", "stop"))
         if isinstance(start, Timestamp) and isinstance(stop, Timestamp) and start == stop:
             raise OffsetSpecError(
-                f"start and stop are the same instant ({start}): the run's data interval is "
-                "zero-width, as for a manual or asset-triggered run. Trigger the run with the "
-                "Params 'start' and 'stop' (e.g. {\"start\": \"timestamp:2024-05-01T00:00:00Z\", "
-                "\"stop\": \"timestamp:2024-05-01T01:00:00Z\"}), or schedule the DAG with a "
-                "timetable that has data intervals."
+                f"{self.task_id}: start and stop are the same instant ({start}): the run's data "
+                "interval is zero-width, as for a manual or asset-triggered run. Trigger the run "
+                "with the Params 'start' and 'stop' (e.g. {\"start\": "
+                "\"timestamp:2024-05-01T00:00:00Z\", \"stop\": \"timestamp:2024-05-01T01:00:00Z\"}), "
+                "or schedule the DAG with a timetable that has data intervals."
             )
         return start, stop
 
 
-def _interval_bound(context: Mapping[str, Any], key: str, name: str) -> datetime:
+def _interval_bound(task_id: str, context: Mapping[str, Any], key: str, name: str) -> datetime:
     moment = context.get(key)
     if moment is None:
         raise OffsetSpecError(
-            f"no {name} offset spec: the run has no data interval (a manual run without logical "
-            f"date, or an asset-triggered run) and no Param '{name}'. Trigger the run with the "
-            f"Params 'start' and 'stop', or pass {name}= to the operator."
+            f"{task_id}: no {name} offset spec: the run has no data interval (a manual run "
+            f"without logical date, or an asset-triggered run) and no Param '{name}'. Trigger "
+            f"the run with the Params 'start' and 'stop', or pass {name}= to the operator."
         )
     return moment
 
 
-def _parse(name: str, value: Any) -> Any:
+def _parse(task_id: str, name: str, value: Any) -> Any:
     try:
         return parse_offset_spec(value)
     except OffsetSpecError as exc:
-        raise OffsetSpecError(f"{name}: {exc}") from None
+        raise OffsetSpecError(f"{task_id}: {name}: {exc}") from None

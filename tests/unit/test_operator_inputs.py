@@ -12,6 +12,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,13 +25,20 @@ from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     OffsetRanges,
+    OffsetSpecError,
     PartitionRange,
 )
-from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+from airflow_provider_kafka_spark.operators import (
+    KafkaCommitOffsetsOperator,
+    KafkaResolveOffsetsOperator,
+    KafkaSparkIngestOperator,
+)
 
 RANGES = OffsetRanges((PartitionRange("a", 0, 0, 5),), group_id="g").to_dict()
 FILES = {"task_id": "ingest", "ranges": RANGES, "output_path": "/data/out"}
 TOPIC = {"task_id": "ingest", "ranges": RANGES, "output_topic": "out"}
+RESOLVE = {"task_id": "resolve", "topics": "orders"}
+COMMIT = {"task_id": "commit", "ranges": RANGES}
 
 
 def configuration_error(build: Any, kwargs: dict[str, Any], name: str, fragment: str) -> str:
@@ -46,6 +54,7 @@ def configuration_error(build: Any, kwargs: dict[str, Any], name: str, fragment:
 
 
 POSITIVE_INT = "pass a positive int"
+SECONDS = "pass a positive number of seconds or a timedelta"
 BOOL = "pass True or False"
 
 INGEST_CASES = [
@@ -88,6 +97,7 @@ INGEST_CASES = [
     (FILES, "sql", "", "pass a Spark SQL query over the view 'kafka'"),
     (FILES, "spark_conn_id", "", "pass an Airflow connection id"),
     (FILES, "spark_conf", ["spark.a=1"], "pass a dict of Spark conf"),
+    (FILES, "kafka_conn_id", "", "pass an Airflow connection id"),
 ]
 
 
@@ -96,6 +106,47 @@ def test_ingest_rejects_a_bad_literal_when_built(base: dict[str, Any], name: str
                                                  fragment: str) -> None:
     message = configuration_error(KafkaSparkIngestOperator, {**base, name: value}, name, fragment)
     assert repr(value)[:50] in message
+
+
+RESOLVE_CASES = [
+    ("timeout", 0, SECONDS),
+    ("timeout", -1, SECONDS),
+    ("timeout", None, SECONDS),
+    ("timeout", True, "is a bool, not a number"),
+    ("timeout", "30", "is not a number"),
+    ("timeout", float("nan"), "is not a positive, finite duration"),
+    ("re_resolve", "false", BOOL),
+    ("isolation_level", "dirty", "pass one of 'read_committed', 'read_uncommitted'"),
+    ("on_data_loss", "ignore", "pass one of 'fail', 'skip'"),
+    ("on_open_transaction", "wait", "pass one of 'fail', 'truncate'"),
+    ("pins_topic", "", "is empty"),
+    ("pins_topic", "pins topic", "is not a legal topic name"),
+    ("group_id", "", "is empty"),
+    ("group_id", 7, "is not a string"),
+    ("kafka_conn_id", None, "pass an Airflow connection id"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "fragment"), RESOLVE_CASES)
+def test_resolve_rejects_a_bad_literal_when_built(name: str, value: Any, fragment: str) -> None:
+    configuration_error(KafkaResolveOffsetsOperator, {**RESOLVE, name: value}, name, fragment)
+
+
+COMMIT_CASES = [
+    ("timeout", 0, SECONDS),
+    ("timeout", -5, SECONDS),
+    ("timeout", None, SECONDS),
+    ("timeout", False, "is a bool, not a number"),
+    ("allow_rewind", "false", BOOL),
+    ("allow_rewind", 1, BOOL),
+    ("allow_rewind", None, BOOL),
+    ("group_id", "", "is empty"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "fragment"), COMMIT_CASES)
+def test_commit_rejects_a_bad_literal_when_built(name: str, value: Any, fragment: str) -> None:
+    configuration_error(KafkaCommitOffsetsOperator, {**COMMIT, name: value}, name, fragment)
 
 
 def test_good_literals_and_unrendered_templates_pass_when_built() -> None:
@@ -110,6 +161,19 @@ def test_good_literals_and_unrendered_templates_pass_when_built() -> None:
                              sql="{{ params.sql }}")
     KafkaSparkIngestOperator(task_id="i", ranges=RANGES, output_topic="{{ params.topic }}",
                              write_id="{{ run_id }}")
+    KafkaResolveOffsetsOperator(**RESOLVE, timeout=timedelta(seconds=5).total_seconds(),
+                                start="{{ params.start }}", stop="latest", group_id=None)
+    KafkaResolveOffsetsOperator(task_id="r", topics="{{ params.topics }}", start="earliest")
+    KafkaCommitOffsetsOperator(**COMMIT, timeout=0.5, allow_rewind=True, group_id="{{ x }}")
+
+
+def test_bad_specs_and_subscriptions_are_offset_spec_errors_when_built() -> None:
+    with pytest.raises(OffsetSpecError, match=r"^resolve: start: unknown offset spec 'yesterday'"):
+        KafkaResolveOffsetsOperator(**RESOLVE, start="yesterday")
+    with pytest.raises(OffsetSpecError, match=r"^resolve: topics must be a non-empty list"):
+        KafkaResolveOffsetsOperator(task_id="resolve", topics=[])
+    with pytest.raises(OffsetSpecError, match=r"^commit: ranges=.* are not offset ranges"):
+        KafkaCommitOffsetsOperator(task_id="commit", ranges={"version": 9})
 
 
 @pytest.mark.parametrize(
@@ -122,6 +186,10 @@ def test_good_literals_and_unrendered_templates_pass_when_built() -> None:
         (KafkaSparkIngestOperator, {**TOPIC, "output_topic": "{{ params.t }}"},
          "output_topic", "a/b", "is not a legal topic name"),
         (KafkaSparkIngestOperator, {**FILES, "sql": "{{ params.sql }}"}, "sql", " ", "is empty"),
+        (KafkaResolveOffsetsOperator, {**RESOLVE, "group_id": "{{ params.g }}"}, "group_id",
+         ["g"], "is not a string"),
+        (KafkaCommitOffsetsOperator, {**COMMIT, "group_id": "{{ params.g }}"}, "group_id",
+         3, "is not a string"),
     ],
 )
 def test_templated_arguments_are_checked_once_rendered_before_any_cluster_call(
@@ -132,6 +200,23 @@ def test_templated_arguments_are_checked_once_rendered_before_any_cluster_call(
                "data_interval_end": None}
     configuration_error(lambda **_: task.execute(context), {"task_id": kwargs["task_id"]}, name,
                         fragment)
+
+
+@pytest.mark.parametrize(
+    ("build", "kwargs", "param", "value"),
+    [
+        (KafkaCommitOffsetsOperator, COMMIT, "allow_rewind", "false"),
+        (KafkaResolveOffsetsOperator, RESOLVE, "re_resolve", "no"),
+    ],
+)
+def test_bool_params_of_a_run_must_be_bools(build: Any, kwargs: dict[str, Any], param: str,
+                                            value: Any) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        build(**kwargs).execute({"run_id": "r", "params": {param: value, "start": "earliest",
+                                                           "stop": "latest"}})
+    assert type(info.value) is ConfigurationError
+    assert str(info.value).startswith(f"{kwargs['task_id']}: the Param {param}='{value}'")
+    assert "pass true or false" in str(info.value)
 
 
 def test_the_copied_choices_match_the_spark_layer() -> None:

@@ -79,9 +79,9 @@ def test_exactly_one_subscription_argument_at_parse_time(kwargs: dict) -> None:
 
 
 def test_bad_options_fail_at_parse_time() -> None:
-    with pytest.raises(OffsetSpecError, match="isolation_level"):
+    with pytest.raises(ConfigurationError, match="^r: isolation_level='dirty'"):
         KafkaResolveOffsetsOperator(task_id="r", topics="a", isolation_level="dirty")
-    with pytest.raises(OffsetSpecError, match="on_data_loss"):
+    with pytest.raises(ConfigurationError, match="^r: on_data_loss='ignore'"):
         KafkaResolveOffsetsOperator(task_id="r", topics="a", on_data_loss="ignore")
 
 
@@ -113,14 +113,17 @@ def test_missing_data_interval_is_an_error() -> None:
 
 
 def test_a_bad_spec_names_the_argument() -> None:
-    op = KafkaResolveOffsetsOperator(task_id="r", topics="a", start="yesterday")
-    with pytest.raises(OffsetSpecError, match="^start: unknown offset spec 'yesterday'"):
-        op.specs({"params": {}, "data_interval_start": T0, "data_interval_end": T1})
+    with pytest.raises(OffsetSpecError, match="^r: start: unknown offset spec 'yesterday'"):
+        KafkaResolveOffsetsOperator(task_id="r", topics="a", start="yesterday")
+    op = KafkaResolveOffsetsOperator(task_id="r", topics="a")
+    with pytest.raises(OffsetSpecError, match="^r: stop: unknown offset spec 'tomorrow'"):
+        op.specs({"params": {"stop": "tomorrow"}, "data_interval_start": T0,
+                  "data_interval_end": T1})
 
 
 def test_commit_needs_a_group_and_valid_ranges() -> None:
     ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),)).to_dict()
-    with pytest.raises(OffsetSpecError, match="no consumer group to commit to"):
+    with pytest.raises(ConfigurationError, match="^c: no consumer group to commit to"):
         KafkaCommitOffsetsOperator(task_id="c", ranges=ranges).execute({})
     with pytest.raises(OffsetSpecError, match="version"):
         KafkaCommitOffsetsOperator(task_id="c", ranges={"ranges": []}, group_id="g").execute({})
