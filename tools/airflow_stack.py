@@ -60,31 +60,6 @@ DEMO_EVENTS = 3_000
 DEMO_HOURS = 3
 READY_TIMEOUT_S = 180.0
 
-# The environment every Airflow service gets (values for a run folder and port are filled in
-# by ``service_env``). docker-compose.yml uses the same names; tests/deployed/test_compose_file.py
-# checks that the two agree.
-ENV_NAMES = (
-    "AIRFLOW_HOME",
-    "AIRFLOW__CORE__EXECUTOR",
-    "AIRFLOW__CORE__PARALLELISM",
-    "AIRFLOW__CORE__DAGS_FOLDER",
-    "AIRFLOW__CORE__LOAD_EXAMPLES",
-    "AIRFLOW__CORE__AUTH_MANAGER",
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS",
-    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE",
-    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL",
-    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
-    "AIRFLOW__API__HOST",
-    "AIRFLOW__API__PORT",
-    "AIRFLOW__API__BASE_URL",
-    "AIRFLOW__API__SECRET_KEY",
-    "AIRFLOW__API_AUTH__JWT_SECRET",
-    "AIRFLOW_CONN_KAFKA_DEFAULT",
-    "PYSPARK_PYTHON",
-    "SPARK_LOCAL_IP",
-)
-
-
 class StackError(RuntimeError):
     """The local Airflow could not be started or did not become ready."""
 
@@ -130,16 +105,13 @@ def _secrets(run_dir: Path) -> dict[str, str]:
     return values
 
 
-def service_env(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
-    """The environment of every Airflow service: this process's, minus any Airflow settings
-    it carries (a test session points Airflow elsewhere), plus ``ENV_NAMES``."""
+def stack_settings(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
+    """The environment variables the launcher sets for every Airflow service.
+    docker-compose.yml sets the same names (tests/deployed/test_compose_file.py checks it)."""
     home = run_dir / "home"
     keys = _secrets(run_dir)
-    python = str(airflow_bin().with_name("python"))
     url = f"http://{HOST}:{port}"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW_", "AIRFLOW__")) and k != "AIRFLOW_HOME"}
-    env.update({
+    return {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
         "AIRFLOW__CORE__PARALLELISM": "4",
@@ -158,16 +130,23 @@ def service_env(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
         "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
             {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}),
-        "PYSPARK_PYTHON": python,
+        "PYSPARK_PYTHON": str(airflow_bin().with_name("python")),
         "SPARK_LOCAL_IP": HOST,
         # The scheduler's and triggerer's log servers (defaults 8793/8794) next to the API port,
         # so two stacks (yours and the tests') do not collide.
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(port + 1),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(port + 2),
-        # Quieter logs; the scheduler notices new DAG files quickly.
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # The dag-processor looks for new or changed DAG files every 30 s.
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
-    })
+    }
+
+
+def service_env(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
+    """The environment of every Airflow service: this process's, minus any Airflow settings
+    it carries (a test session points Airflow elsewhere), plus ``stack_settings``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_")}
+    env.update(stack_settings(run_dir, port, bootstrap))
     return env
 
 
