@@ -8,15 +8,19 @@ only values logged are those of the settings a consumer overrides (none of them 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, OffsetSpecError
+from airflow_provider_kafka_spark.offsets.specs import shown
 
 log = logging.getLogger(__name__)
 
 IsolationLevel = Literal["read_committed", "read_uncommitted"]
 ISOLATION_LEVELS: tuple[str, ...] = ("read_committed", "read_uncommitted")
+MAX_TIMEOUT = 3600.0
+"""The longest timeout in seconds: librdkafka's admin requests take at most one hour."""
 
 # Defaults under the user's settings. librdkafka's fetch.queue.backoff.ms (1 s) pauses
 # fetching whenever the pre-fetch queue is full, which throttles a consumer that drains as
@@ -41,6 +45,24 @@ def check_isolation_level(isolation_level: str) -> IsolationLevel:
             f"isolation_level={isolation_level!r} is not valid; use one of {ISOLATION_LEVELS}."
         )
     return isolation_level  # type: ignore[return-value]
+
+
+def check_timeout(timeout: object, name: str = "timeout") -> float:
+    """``timeout`` in seconds as a float, if it is a positive, finite number (not a bool) of at
+    most :data:`MAX_TIMEOUT`; else :class:`ConfigurationError`. (librdkafka reads -1 as
+    "forever", so a negative timeout would wait forever on an unreachable cluster.)"""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
+            or not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT:
+        raise ConfigurationError(
+            f"{name}={shown(timeout)} is not a timeout; pass a positive, finite number of "
+            f"seconds (at most {MAX_TIMEOUT:.0f}), e.g. {name}=30."
+        )
+    return float(timeout)
+
+
+def cluster_name(kafka_config: Mapping[str, Any]) -> str:
+    """The cluster as error messages name it: ``bootstrap.servers='host:9092'``."""
+    return f"bootstrap.servers={shown(kafka_config.get('bootstrap.servers'))}"
 
 
 def client_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:

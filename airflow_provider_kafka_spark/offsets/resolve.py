@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sized
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
@@ -23,11 +23,17 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
-from airflow_provider_kafka_spark.offsets.config import check_isolation_level, client_config
+from airflow_provider_kafka_spark.offsets.config import (
+    check_isolation_level,
+    check_timeout,
+    client_config,
+    cluster_name,
+)
 from airflow_provider_kafka_spark.offsets.errors import (
     CommitError,
     DataLossError,
     IntervalNotCompleteError,
+    KafkaSparkError,
     OffsetResolutionError,
     OffsetSpecError,
 )
@@ -40,6 +46,7 @@ from airflow_provider_kafka_spark.offsets.specs import (
     SpecificOffsets,
     Timestamp,
     parse_offset_spec,
+    shown,
 )
 from airflow_provider_kafka_spark.offsets.subscription import Subscription
 
@@ -49,6 +56,7 @@ Key = tuple[str, int]
 OnDataLoss = Literal["fail", "skip"]
 OnOpenTransaction = Literal["fail", "truncate"]
 T = TypeVar("T")
+E = TypeVar("E", bound=KafkaSparkError)
 
 # Leadership not settled yet (e.g. right after topic creation); librdkafka's admin results do
 # not always flag these as retriable. _NOENT: "Failed to query partition leaders: No leaders
@@ -74,10 +82,30 @@ _COORDINATOR_CODES = frozenset({
 # librdkafka's OFFSET_INVALID: the group has no committed offset for the partition.
 _NO_COMMITTED_OFFSET = -1001
 
+RESULT_MARGIN = 2.0
+"""Seconds a ``future.result()`` waits beyond the request's own ``request_timeout``, so that
+librdkafka's timeout (a KafkaException naming the failure) always wins the race against the
+future's bare ``TimeoutError``."""
+
+# The request timed out or no broker could be reached.
+_UNREACHABLE_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                                KafkaError._ALL_BROKERS_DOWN})
+
+REACH_HELP = ("Check that bootstrap.servers is right and that the brokers are up and reachable "
+              "from here (host, port, advertised listeners, firewall, security.protocol), or "
+              "raise timeout=.")
+
 
 def admin_client(kafka_config: Mapping[str, Any]) -> AdminClient:
     """An ``AdminClient`` for the user's librdkafka config."""
     return AdminClient(client_config(kafka_config))
+
+
+def _admin(kafka_config: Mapping[str, Any] | AdminClient) -> tuple[AdminClient, str]:
+    """The admin client to use and the cluster's name for messages."""
+    if isinstance(kafka_config, AdminClient):
+        return kafka_config, "the cluster of the given AdminClient"
+    return admin_client(kafka_config), cluster_name(kafka_config)
 
 
 def list_partitions(
@@ -88,17 +116,36 @@ def list_partitions(
 ) -> list[Key]:
     """The subscription's ``(topic, partition)`` pairs as the cluster has them now, sorted.
 
+    ``timeout``: seconds to wait for the cluster's metadata (a positive, finite number).
+
     Raises:
+        ConfigurationError: a bad ``timeout`` or config; OffsetSpecError: not a Subscription.
         OffsetResolutionError: unknown topic or partition, a pattern matching nothing,
             or the cluster did not answer within ``timeout`` seconds.
     """
-    admin = kafka_config if isinstance(kafka_config, AdminClient) else admin_client(kafka_config)
+    seconds = check_timeout(timeout)
+    _check_subscription(subscription)
+    admin, cluster = _admin(kafka_config)
+    return _list_partitions(admin, cluster, subscription, seconds)
+
+
+def _check_subscription(subscription: object) -> None:
+    if not isinstance(subscription, Subscription):
+        raise OffsetSpecError(
+            f"subscription={shown(subscription)} is not a Subscription; build one with "
+            "Subscription.topics([...]), Subscription.pattern('...') or "
+            "Subscription.partitions([...])."
+        )
+
+
+def _list_partitions(admin: AdminClient, cluster: str, subscription: Subscription,
+                     seconds: float) -> list[Key]:
     try:
-        metadata = admin.list_topics(timeout=timeout)
+        metadata = admin.list_topics(timeout=seconds)
     except KafkaException as exc:
         raise OffsetResolutionError(
-            f"could not read cluster metadata within {timeout}s: {exc}. "
-            "Check bootstrap.servers and that the brokers are up."
+            f"the Kafka cluster at {cluster} did not give its metadata within {seconds:g}s "
+            f"({exc.args[0].str()}). {REACH_HELP}"
         ) from None
     counts = {name: len(topic.partitions) for name, topic in metadata.topics.items()
               if topic.error is None}
@@ -143,13 +190,18 @@ def resolve_offsets(
     the start moves up and the lost count is kept in ``OffsetRanges.lost`` (and logged); for
     a timestamp start the count is the log start offset, an upper bound.
 
+    ``timeout``: seconds for all the cluster calls together (a positive, finite number of at
+    most 3600); an unreachable cluster is an :class:`OffsetResolutionError` once it passed.
+
     Raises:
+        ConfigurationError: a bad ``timeout`` or client config.
         OffsetSpecError: an invalid spec, ``committed`` without ``group_id``, or bad options.
         OffsetResolutionError: unknown topics, start > stop, an explicit offset out of range,
             a partition with no committed offset and no reset strategy, or a timeout.
         IntervalNotCompleteError: an open transaction holds back a ``timestamp:`` stop.
         DataLossError: data the range needs was deleted, with ``on_data_loss="fail"``.
     """
+    seconds = check_timeout(timeout)
     start_spec = parse_offset_spec(starting)
     stop_spec = parse_offset_spec(stopping)
     level = check_isolation_level(isolation_level)
@@ -158,8 +210,7 @@ def resolve_offsets(
     if on_open_transaction not in ("fail", "truncate"):
         raise OffsetSpecError(f"on_open_transaction={on_open_transaction!r} is not valid; use "
                               "'fail' or 'truncate'.")
-    if not isinstance(subscription, Subscription):
-        raise OffsetSpecError(f"subscription must be a Subscription, got {subscription!r}.")
+    _check_subscription(subscription)
     specs = (start_spec, stop_spec)
     if any(_needs_group(s) for s in specs) and not group_id:
         raise OffsetSpecError(
@@ -171,10 +222,10 @@ def resolve_offsets(
             f"the starting time {start_spec} is after the stopping time {stop_spec}."
         )
 
-    deadline = time.monotonic() + timeout
-    admin = admin_client(kafka_config)
-    partitions = list_partitions(admin, subscription, timeout=timeout)
-    lookup = _OffsetLookup(admin, partitions, level, deadline)
+    deadline = time.monotonic() + seconds
+    admin, cluster = _admin(kafka_config)
+    partitions = _list_partitions(admin, cluster, subscription, seconds)
+    lookup = _OffsetLookup(admin, cluster, partitions, level, deadline)
 
     committed = lookup.committed(group_id) if group_id and any(map(_needs_group, specs)) else {}
     starts = _offsets_for(start_spec, "starting", partitions, lookup, committed)
@@ -270,11 +321,23 @@ def timestamp_stops(
     isolation_level: str = "read_committed",
     timeout: float = 30.0,
 ) -> dict[Key, TimestampStop]:
-    """The :class:`TimestampStop` of ``timestamp:<millis>`` on each partition (batched)."""
-    admin = kafka_config if isinstance(kafka_config, AdminClient) else admin_client(kafka_config)
-    lookup = _OffsetLookup(admin, sorted(partitions), check_isolation_level(isolation_level),
-                           time.monotonic() + timeout)
-    return lookup.timestamp_stops(millis)
+    """The :class:`TimestampStop` of ``timestamp:<millis>`` on each partition (batched).
+
+    Raises:
+        ConfigurationError: a bad ``timeout``, ``isolation_level`` or config.
+        OffsetSpecError: ``partitions`` is not a list of (topic, partition) pairs.
+        OffsetResolutionError: the cluster did not answer within ``timeout`` seconds, or
+            refused a partition.
+    """
+    seconds = check_timeout(timeout)
+    level = check_isolation_level(isolation_level)
+    stop = Timestamp(millis).millis
+    if isinstance(partitions, Sized) and len(partitions) == 0:
+        return {}
+    keys = Subscription.partitions(partitions, allow_internal=True).partition_list
+    admin, cluster = _admin(kafka_config)
+    lookup = _OffsetLookup(admin, cluster, list(keys), level, time.monotonic() + seconds)
+    return lookup.timestamp_stops(stop)
 
 
 def _deleted_may_be_in_interval(lookup: _OffsetLookup, millis: int) -> set[Key]:
@@ -319,25 +382,29 @@ def commit_offsets(
 
     Uses the admin API, so it needs no consumer; the group must have no active members
     (a running consumer owns its offsets). Transient coordinator errors are retried until
-    ``timeout``.
+    ``timeout`` (seconds, a positive finite number) has passed.
 
     Raises:
-        CommitError: the group has active members, or the broker refused the commit.
+        ConfigurationError: a bad ``timeout``, ``group_id``, ranges or config.
+        CommitError: the group has active members, the cluster did not answer within
+            ``timeout``, or the broker refused the commit.
     """
+    seconds = check_timeout(timeout)
     offset_ranges = OffsetRanges.from_json(ranges)
     if not group_id or not isinstance(group_id, str):
         raise OffsetSpecError("commit_offsets needs a non-empty group_id.")
     wanted = {(r.topic, r.partition): r.stop for r in offset_ranges}
     if not wanted:
         return CommitResult(group_id)
-    deadline = time.monotonic() + timeout
-    admin = admin_client(kafka_config)
+    deadline = time.monotonic() + seconds
+    admin, cluster = _admin(kafka_config)
 
     def describe(wait: float) -> Any:
         return admin.describe_consumer_groups([group_id], request_timeout=wait)[
-            group_id].result(timeout=wait + 1)
+            group_id].result(timeout=wait + RESULT_MARGIN)
 
-    description = _commit_call(describe, f"describing consumer group {group_id!r}", deadline)
+    description = _commit_call(describe, f"describing consumer group {group_id!r}", deadline,
+                               cluster)
     if description.members:
         raise CommitError(
             f"consumer group {group_id!r} has {len(description.members)} active member(s) "
@@ -345,8 +412,8 @@ def commit_offsets(
             "or use a group_id that only this pipeline uses."
         )
     try:
-        current = _OffsetLookup(admin, sorted(wanted), "read_committed", deadline).committed(
-            group_id)
+        current = _OffsetLookup(admin, cluster, sorted(wanted), "read_committed",
+                                deadline).committed(group_id)
     except OffsetResolutionError as exc:
         raise CommitError(str(exc)) from None
     unchanged = {k: current[k] for k, stop in wanted.items()
@@ -370,9 +437,10 @@ def commit_offsets(
 
     def alter(wait: float) -> Any:
         return admin.alter_consumer_group_offsets([request], request_timeout=wait)[
-            group_id].result(timeout=wait + 1)
+            group_id].result(timeout=wait + RESULT_MARGIN)
 
-    result = _commit_call(alter, f"committing offsets for group {group_id!r}", deadline)
+    result = _commit_call(alter, f"committing offsets for group {group_id!r}", deadline,
+                          cluster)
     failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in result.topic_partitions
               if tp.error is not None]
     if failed:
@@ -380,14 +448,15 @@ def commit_offsets(
     return CommitResult(group_id, moves, unchanged)
 
 
-def _commit_call(call: Callable[[float], T], what: str, deadline: float) -> T:
+def _commit_call(call: Callable[[float], T], what: str, deadline: float, cluster: str) -> T:
+    otherwise = ("Check the group id and that this client may describe the group and commit "
+                 "its offsets (ACLs).")
     try:
         return retry_coordinator(call, what, deadline)
     except KafkaException as exc:
-        raise CommitError(f"{what} failed: {exc.args[0].str()}.") from None
-    except TimeoutError:
-        raise CommitError(f"{what} did not answer in time; check the cluster's health or "
-                          "raise timeout=.") from None
+        raise cluster_failure(exc.args[0], what, cluster, otherwise, CommitError) from None
+    except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
+        raise cluster_failure(None, what, cluster, otherwise, CommitError) from None
 
 
 def retry_coordinator(call: Callable[[float], T], what: str, deadline: float) -> T:
@@ -410,6 +479,18 @@ def retry_coordinator(call: Callable[[float], T], what: str, deadline: float) ->
             log.info("%s: %s; asking again in %.1fs", what, exc.args[0].str(), pause)
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+
+def cluster_failure(error: KafkaError | None, what: str, cluster: str, otherwise: str,
+                    cls: type[E]) -> E:
+    """The ``cls`` error for ``what`` failing at ``cluster``. No ``error`` (a future's bare
+    ``TimeoutError``), a timeout or an unreachable broker: the message says how to reach the
+    cluster (:data:`REACH_HELP`); any other error: its text, then ``otherwise``."""
+    if error is None or error.code() in _UNREACHABLE_CODES:
+        detail = "" if error is None else f" ({error.str()})"
+        return cls(f"{what}: the Kafka cluster at {cluster} did not answer in time{detail}. "
+                   f"{REACH_HELP}")
+    return cls(f"{what} failed at the Kafka cluster at {cluster}: {error.str()}. {otherwise}")
 
 
 def _needs_group(spec: OffsetSpec) -> bool:
@@ -476,19 +557,20 @@ def _is_retriable(exc: KafkaException) -> bool:
 class _OffsetLookup:
     """Answers offset questions for a fixed partition list, one batched request per kind."""
 
-    def __init__(self, admin: AdminClient, partitions: list[Key], isolation_level: str,
-                 deadline: float) -> None:
+    def __init__(self, admin: AdminClient, cluster: str, partitions: list[Key],
+                 isolation_level: str, deadline: float) -> None:
         self.admin = admin
+        self.cluster = cluster
         self.partitions = partitions
         self.isolation_level = isolation_level
         self.deadline = deadline
         self._cache: dict[tuple[str | int, str], dict[Key, int]] = {}
 
-    def _remaining(self) -> float:
+    def _remaining(self, what: str, last_error: KafkaError | None = None) -> float:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise OffsetResolutionError("resolving offsets timed out; raise timeout= or check "
-                                        "the cluster's health.")
+            raise cluster_failure(last_error, what, self.cluster, REACH_HELP,
+                                  OffsetResolutionError)
         return remaining
 
     def offsets(self, kind: str | int, isolation_level: str | None = None) -> dict[Key, int]:
@@ -506,28 +588,36 @@ class _OffsetLookup:
                     else KafkaOffsetSpec.for_timestamp(int(kind)))
             level = (IsolationLevel.READ_COMMITTED if level_name == "read_committed"
                      else IsolationLevel.READ_UNCOMMITTED)
+            what = f"listing the {kind} offsets ({level_name})"
             found: dict[Key, int] = {}
             pending = self.partitions
+            last_error: KafkaError | None = None
             while pending:
+                wait = self._remaining(what, last_error)
                 futures = self.admin.list_offsets(
                     {TopicPartition(t, p): spec for t, p in pending},
                     isolation_level=level,
-                    request_timeout=self._remaining(),
+                    request_timeout=wait,
                 )
                 retry: list[Key] = []
                 for tp, future in futures.items():
                     key = (tp.topic, tp.partition)
                     try:
-                        found[key] = future.result(timeout=self._remaining()).offset
+                        found[key] = future.result(timeout=wait + RESULT_MARGIN).offset
+                    except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
+                        raise cluster_failure(None, what, self.cluster, REACH_HELP,
+                                              OffsetResolutionError) from None
                     except KafkaException as exc:
+                        last_error = exc.args[0]
                         if not _is_retriable(exc):
-                            raise OffsetResolutionError(
-                                f"list_offsets({kind}) failed for {key[0]}/{key[1]}: {exc}."
-                            ) from None
+                            raise cluster_failure(
+                                last_error, f"{what} of {key[0]}/{key[1]}", self.cluster,
+                                "Check that the topic still exists and that this client may "
+                                "describe it (ACLs).", OffsetResolutionError) from None
                         retry.append(key)
                 pending = sorted(retry)
                 if pending:
-                    time.sleep(min(0.2, self._remaining()))
+                    time.sleep(min(0.2, self._remaining(what, last_error)))
             self._cache[(kind, level_name)] = found
         return self._cache[(kind, level_name)]
 
@@ -562,19 +652,23 @@ class _OffsetLookup:
         request = ConsumerGroupTopicPartitions(
             group_id, [TopicPartition(t, p) for t, p in self.partitions]
         )
-        what = f"committed offsets of group {group_id!r}"
+        what = f"reading the committed offsets of group {group_id!r}"
 
         def ask(wait: float) -> Any:
             futures = self.admin.list_consumer_group_offsets(
                 [request], require_stable=True, request_timeout=wait)
-            return futures[group_id].result(timeout=wait + 1)
+            return futures[group_id].result(timeout=wait + RESULT_MARGIN)
 
+        otherwise = ("Check the group id and that this client may describe the group and its "
+                     "topics (ACLs).")
         try:
             result = retry_coordinator(ask, what, self.deadline)
         except KafkaException as exc:
-            raise OffsetResolutionError(f"{what} failed: {exc}.") from None
-        except TimeoutError:
-            raise OffsetResolutionError(f"{what} did not answer in time.") from None
+            raise cluster_failure(exc.args[0], what, self.cluster, otherwise,
+                                  OffsetResolutionError) from None
+        except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
+            raise cluster_failure(None, what, self.cluster, otherwise,
+                                  OffsetResolutionError) from None
         return {
             (tp.topic, tp.partition): tp.offset
             for tp in result.topic_partitions

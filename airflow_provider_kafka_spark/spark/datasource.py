@@ -47,7 +47,11 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from airflow_provider_kafka_spark.offsets.config import check_isolation_level, consumer_config
+from airflow_provider_kafka_spark.offsets.config import (
+    check_isolation_level,
+    check_timeout,
+    consumer_config,
+)
 from airflow_provider_kafka_spark.offsets.errors import DataLossError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.spark.errors import KafkaReadError
@@ -235,6 +239,7 @@ def read_split(
         KafkaReadError: no progress for ``poll_timeout`` seconds (broker down, an open
             transaction holding the last stable offset below ``stop``), or a permanent error.
     """
+    poll_seconds = check_timeout(poll_timeout, "poll_timeout")
     if split.start >= split.stop:
         return
     schema = arrow_schema or to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
@@ -242,7 +247,7 @@ def read_split(
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
         yield from _SplitReader(
-            consumer, split, schema, include_headers, on_data_loss, poll_timeout, isolation_level,
+            consumer, split, schema, include_headers, on_data_loss, poll_seconds, isolation_level,
             on_skip,
         ).batches()
     finally:

@@ -13,14 +13,23 @@ from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_kafka_spark.offsets.config import check_isolation_level, client_config
+from airflow_provider_kafka_spark.offsets.config import (
+    check_isolation_level,
+    check_timeout,
+    client_config,
+    cluster_name,
+)
 from airflow_provider_kafka_spark.offsets.errors import (
     DataLossError,
     OffsetResolutionError,
     OffsetSpecError,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
-from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.offsets.resolve import (
+    RESULT_MARGIN,
+    admin_client,
+    cluster_failure,
+)
 from airflow_provider_kafka_spark.spark.datasource import (
     DEFAULT_POLL_TIMEOUT,
     FORMAT_NAME,
@@ -103,6 +112,7 @@ def read_kafka(
     on_data_loss: Literal["fail", "skip"] = "fail",
     poll_timeout: float = DEFAULT_POLL_TIMEOUT,
     lost: LostOffsets | None = None,
+    timeout: float = 30.0,
 ) -> DataFrame:
     """A DataFrame of exactly the records in ``ranges``: offsets ``[start, stop)`` per partition.
 
@@ -128,10 +138,12 @@ def read_kafka(
         on_data_loss: ``"fail"``: offsets deleted before or during the read raise
             :class:`DataLossError`; ``"skip"``: log and count them and read what is left.
         poll_timeout: seconds a split may make no progress before it fails
-            (``engine="python"``).
+            (``engine="python"``); a positive, finite number.
         lost: a new :class:`LostOffsets` to count what ``on_data_loss="skip"`` skipped, per
             partition: at resolution, before the read (known when ``read_kafka`` returns) and
             during it (known once an action on the DataFrame has run).
+        timeout: seconds the driver waits for the cluster before the read (the log start
+            offsets of the ranges); a positive, finite number.
 
     Empty ranges give an empty DataFrame with the schema, without contacting Kafka.
     Offsets already deleted when ``read_kafka`` is called are detected here on the driver;
@@ -151,9 +163,8 @@ def read_kafka(
         raise OffsetSpecError(f"engine={engine!r} is not valid; use one of {ENGINES}.")
     if on_data_loss not in ("fail", "skip"):
         raise OffsetSpecError(f"on_data_loss={on_data_loss!r} is not valid; use 'fail' or 'skip'.")
-    if isinstance(poll_timeout, bool) or not isinstance(poll_timeout, int | float) \
-            or poll_timeout <= 0:
-        raise OffsetSpecError(f"poll_timeout={poll_timeout!r} must be a positive number of seconds.")
+    poll_seconds = check_timeout(poll_timeout, "poll_timeout")
+    seconds = check_timeout(timeout)
     config = client_config(kafka_config)
     if offset_ranges.is_empty():
         if lost is not None:
@@ -163,7 +174,7 @@ def read_kafka(
         log.warning("The ranges were resolved with %s but are read with %s; a read_committed "
                     "read of read_uncommitted ranges can wait on open transactions.",
                     offset_ranges.isolation_level, level)
-    offset_ranges = _drop_deleted(config, offset_ranges, on_data_loss)
+    offset_ranges = _drop_deleted(config, offset_ranges, on_data_loss, seconds)
     if max_records_per_split is None:
         max_records_per_split = default_max_records_per_split(
             offset_ranges.total(), _parallelism(spark))
@@ -185,7 +196,7 @@ def read_kafka(
         .option("maxRecordsPerSplit", str(max_records_per_split))
         .option("includeHeaders", str(include_headers).lower())
         .option("onDataLoss", on_data_loss)
-        .option("pollTimeout", str(float(poll_timeout)))
+        .option("pollTimeout", str(poll_seconds))
         .options(**kafka_options(config))
     )
     if during_read is not None:
@@ -194,24 +205,30 @@ def read_kafka(
 
 
 def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
-                  on_data_loss: str) -> OffsetRanges:
-    """Check range starts against log start offsets (one batched request).
+                  on_data_loss: str, timeout: float) -> OffsetRanges:
+    """Check range starts against log start offsets (one batched request, answered within
+    ``timeout`` seconds).
 
     With ``on_data_loss="skip"``: the ranges with deleted starts moved up to the log start
     offset and the skipped offsets added to ``lost``.
     """
     todo = [r for r in ranges if r.size > 0]
     admin = admin_client(config)
+    what = "reading the log start offsets of the ranges"
+    otherwise = ("Check that the topics still exist and that this client may describe them "
+                 "(ACLs), or resolve the offsets again.")
     try:
         futures = admin.list_offsets(
             {TopicPartition(r.topic, r.partition): KafkaOffsetSpec.earliest() for r in todo},
-            request_timeout=30)
-        earliest = {(tp.topic, tp.partition): f.result(timeout=30).offset
+            request_timeout=timeout)
+        earliest = {(tp.topic, tp.partition): f.result(timeout=timeout + RESULT_MARGIN).offset
                     for tp, f in futures.items()}
     except KafkaException as exc:
-        raise OffsetResolutionError(
-            f"could not read the log start offsets of the ranges: {exc}. Check "
-            "bootstrap.servers and that the topics still exist.") from None
+        raise cluster_failure(exc.args[0], what, cluster_name(config), otherwise,
+                              OffsetResolutionError) from None
+    except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
+        raise cluster_failure(None, what, cluster_name(config), otherwise,
+                              OffsetResolutionError) from None
     lost: dict[tuple[str, int], int] = {}
     kept: list[PartitionRange] = []
     for r in ranges:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
     KafkaSparkError,
     OffsetRanges,
     OffsetSpecError,
@@ -20,8 +21,13 @@ from airflow_provider_kafka_spark.offsets import (
     SpecificOffsets,
     Subscription,
     Timestamp,
+    commit_offsets,
+    list_partitions,
     parse_offset_spec,
+    resolve_offsets,
+    timestamp_stops,
 )
+from airflow_provider_kafka_spark.offsets.specs import shown
 
 
 def assert_error(call: Callable[[], object], cls: type[KafkaSparkError], fragment: str) -> str:
@@ -235,3 +241,33 @@ def test_allow_internal_reads_the_named_internal_topics() -> None:
     # Ordinary names that merely contain the prefixes are not internal.
     assert Subscription.topics(["my__topic", "x_kafka_spark_y"]).topic_names == (
         "my__topic", "x_kafka_spark_y")
+
+
+# --- Class 2: timeouts are positive, finite numbers of seconds ---
+
+# Nothing listens there; a call that got past the checks would wait on it (timeout=-1 is
+# librdkafka's "forever"), which the per-test timeout turns into a failure.
+UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1"}
+BAD_TIMEOUTS = [-1, 0, -0.0, None, True, False, "30", float("nan"), float("inf"),
+                float("-inf"), 1e300, 3601, [30]]
+TIMEOUT_HELP = "pass a positive, finite number of seconds"
+RANGES = OffsetRanges((PartitionRange("t", 0, 0, 5),))
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("timeout", BAD_TIMEOUTS, ids=repr)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda t: resolve_offsets(UNREACHABLE, Subscription.topics("t"), "earliest", "latest",
+                                  timeout=t),
+        lambda t: commit_offsets(UNREACHABLE, "g", RANGES, timeout=t),
+        lambda t: list_partitions(UNREACHABLE, Subscription.topics("t"), timeout=t),
+        lambda t: timestamp_stops(UNREACHABLE, [("t", 0)], 0, timeout=t),
+    ],
+    ids=["resolve_offsets", "commit_offsets", "list_partitions", "timestamp_stops"],
+)
+def test_a_bad_timeout_is_a_configuration_error(call: Callable[[object], object],
+                                                timeout: object) -> None:
+    message = assert_error(lambda: call(timeout), ConfigurationError, TIMEOUT_HELP)
+    assert message.startswith(f"timeout={shown(timeout)} ")
