@@ -10,10 +10,18 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
 from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
     KafkaSparkError,
     OffsetSpecError,
     Timestamp,
     parse_offset_spec,
+)
+from airflow_provider_kafka_spark.operators.arguments import (
+    bad_argument,
+    check_bool,
+    check_positive_int,
+    check_seconds,
+    checkable,
 )
 from airflow_provider_kafka_spark.operators.base import (
     SUBSCRIPTION_FIELDS,
@@ -21,6 +29,7 @@ from airflow_provider_kafka_spark.operators.base import (
     Partitions,
     SubscriptionMixin,
     Topics,
+    check_conn_id,
     subscription_kwargs,
 )
 from airflow_provider_kafka_spark.triggers.kafka import (
@@ -31,6 +40,13 @@ from airflow_provider_kafka_spark.triggers.kafka import (
     check_interval_complete,
     check_partitions,
 )
+
+_WAITS: tuple[tuple[str, str, float], ...] = (
+    ("poke_interval", "the wait between two checks of the cluster", 60),
+    ("timeout", "how long to wait in all before failing; None: Airflow's default", 3600),
+    ("max_wait", "the longest wait between checks with exponential_backoff", 600),
+)
+"""BaseSensorOperator's durations: checked before Airflow sees them."""
 
 
 class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperator):
@@ -46,6 +62,13 @@ class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperato
     :param partitions: ``(topic, partition)`` pairs; templated.
     :param deferrable: wait in the triggerer instead of a worker slot (default: the
         ``[operators] default_deferrable`` Airflow option).
+
+    ``poke_interval`` must be a positive number of seconds (or a ``timedelta``), ``timeout``
+    and ``max_wait`` too, or ``None``; Airflow alone would take ``0`` (a busy loop against the
+    cluster) and bools. Literal arguments are checked when the DAG file is parsed, templated
+    ones once rendered, at the start of ``execute``, before any cluster call; a bad one is a
+    ``ConfigurationError`` (a bad subscription: ``OffsetSpecError``) naming the task, the
+    argument, the value and what to pass.
     """
 
     template_fields: Sequence[str] = SUBSCRIPTION_FIELDS
@@ -60,22 +83,38 @@ class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperato
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
+        owner = str(kwargs.get("task_id", type(self).__name__))
+        # Before Airflow's own checks, which accept 0 and bools and raise a bare ValueError.
+        for name, meaning, example in _WAITS:
+            if name in kwargs:
+                check_seconds(owner, name, kwargs[name], meaning=meaning, example=example,
+                              allow_none=name != "poke_interval")
         super().__init__(**kwargs)
-        self.kafka_conn_id = kafka_conn_id
+        self.kafka_conn_id = check_conn_id(self.task_id, "kafka_conn_id", kafka_conn_id)
+        self.deferrable = check_bool(self.task_id, "deferrable", deferrable)
         self._set_subscription(topics, topic_pattern, partitions)
-        self.deferrable = deferrable
+
+    def check_arguments(self, *, rendered: bool) -> None:
+        """Check the template fields: literals when the DAG is parsed (from ``__init__``), all
+        of them once rendered (at the start of ``execute``, before any cluster call).
+
+        Raises:
+            OffsetSpecError: a bad subscription.
+            ConfigurationError: another bad argument.
+        """
+        self._check_subscription(rendered=rendered)
 
     def check(self, context: Any) -> Check:
         """One blocking check against the cluster."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement check(context).")
 
     def trigger(self, context: Any) -> KafkaBaseTrigger:
         """The trigger that waits for the same condition."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement trigger(context).")
 
     def xcom_value(self, payload: Mapping[str, Any]) -> Any:
         """What the sensor returns (XCom) once done, from the check's payload."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement xcom_value(payload).")
 
     def poke(self, context: Any) -> PokeReturnValue | bool:
         result = self.check(context)
@@ -85,6 +124,7 @@ class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperato
         return PokeReturnValue(is_done=True, xcom_value=self.xcom_value(result.payload))
 
     def execute(self, context: Any) -> Any:
+        self.check_arguments(rendered=True)
         if not self.deferrable:
             return super().execute(context)
         result = self.check(context)
@@ -100,7 +140,8 @@ class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperato
     def execute_complete(self, context: Any, event: Mapping[str, Any]) -> Any:
         """Resume after the trigger fired: fail on an error event, else return the XCom."""
         if event.get("status") != "success":
-            raise KafkaSparkError(f"{self.task_id}: {event.get('message', event)}")
+            raise KafkaSparkError(f"{self.task_id}: the trigger stopped waiting: "
+                                  f"{event.get('message', event)}")
         return self.xcom_value(event)
 
     def _trigger_kwargs(self) -> dict[str, Any]:
@@ -116,21 +157,35 @@ class KafkaPartitionsSensor(KafkaBaseSensor):
     appear between runs are read from the earliest offset when the resolve task's start spec is
     ``committed:earliest``.
 
-    :param min_partitions: how many partitions the subscription must have (default 1).
+    :param min_partitions: how many partitions the subscription must have: a positive int, or
+        a string of digits (what a template renders); default 1. Templated.
     """
 
     template_fields: Sequence[str] = (*SUBSCRIPTION_FIELDS, "min_partitions")
 
-    def __init__(self, *, min_partitions: int = 1, **kwargs: Any) -> None:
+    def __init__(self, *, min_partitions: int | str = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.min_partitions = min_partitions
+        self.check_arguments(rendered=False)
+
+    def check_arguments(self, *, rendered: bool) -> None:
+        super().check_arguments(rendered=rendered)
+        if checkable(self.min_partitions, rendered=rendered):
+            self._min_partitions()
+
+    def _min_partitions(self) -> int:
+        value = check_positive_int(self.task_id, "min_partitions", self.min_partitions,
+                                   meaning="how many partitions to wait for", example=3,
+                                   allow_text=True)
+        assert value is not None
+        return value
 
     def check(self, context: Any) -> Check:
         return check_partitions(self.kafka_hook.get_kafka_config(), self.subscription(),
-                                int(self.min_partitions))
+                                self._min_partitions())
 
     def trigger(self, context: Any) -> KafkaPartitionsTrigger:
-        return KafkaPartitionsTrigger(min_partitions=int(self.min_partitions),
+        return KafkaPartitionsTrigger(min_partitions=self._min_partitions(),
                                       **self._trigger_kwargs())
 
     def xcom_value(self, payload: Mapping[str, Any]) -> list[list[Any]]:
@@ -155,7 +210,9 @@ class KafkaIntervalCompleteSensor(KafkaBaseSensor):
     :param end: the instant the data must be complete up to (exclusive): an aware datetime,
         an ISO-8601 time with zone, or ``timestamp:...``. Templated; default: the run's
         ``data_interval_end`` (a run without data interval needs ``end=``).
-    :param idle_timeout: a ``timedelta`` or seconds; ``None`` (default) disables idleness.
+    :param idle_timeout: a positive ``timedelta`` or number of seconds; ``None`` (default)
+        disables idleness. (Zero or a negative one would make every partition idle, i.e. the
+        interval complete at once: rejected.)
     """
 
     template_fields: Sequence[str] = (*SUBSCRIPTION_FIELDS, "end")
@@ -164,24 +221,45 @@ class KafkaIntervalCompleteSensor(KafkaBaseSensor):
                  idle_timeout: timedelta | float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.end = end
-        self.idle_timeout = (idle_timeout.total_seconds() if isinstance(idle_timeout, timedelta)
-                             else idle_timeout)
+        self.idle_timeout = check_seconds(
+            self.task_id, "idle_timeout", idle_timeout, allow_none=True, example=600,
+            meaning="how long a partition without new records waits before it counts as idle")
+        self.check_arguments(rendered=False)
+
+    def check_arguments(self, *, rendered: bool) -> None:
+        super().check_arguments(rendered=rendered)
+        if self.end is not None and checkable(self.end, rendered=rendered):
+            self._end_millis(self.end)
 
     def end_ms(self, context: Any) -> int:
         """``end`` (rendered, else the data interval end) in epoch milliseconds."""
-        end = self.end or context.get("data_interval_end")
+        if self.end is not None:
+            return self._end_millis(self.end)
+        end = context.get("data_interval_end")
         if end is None:
-            raise OffsetSpecError(
-                f"{self.task_id}: the run has no data interval (a manual or asset-triggered "
-                "run): pass end= to say up to when the data must be complete."
+            raise ConfigurationError(
+                f"{self.task_id}: end=None and the run has no data interval (a manual or "
+                "asset-triggered run): pass end= (e.g. end='{{ params.end }}') to say up to "
+                "when the data must be complete."
             )
-        if isinstance(end, datetime):
-            return Timestamp.from_datetime(end).millis
-        text = str(end).strip()
-        spec = parse_offset_spec(text if text.lower().startswith("timestamp:")
-                                 else f"timestamp:{text}")
+        return self._end_millis(end)
+
+    def _end_millis(self, end: Any) -> int:
+        expected = ("pass an aware datetime, an ISO-8601 time with zone (e.g. "
+                    "'2024-05-01T11:00:00Z') or 'timestamp:...', or None for the run's "
+                    "data_interval_end")
+        if not isinstance(end, datetime | str):
+            raise bad_argument(self.task_id, "end", end, expected)
+        try:
+            if isinstance(end, datetime):
+                return Timestamp.from_datetime(end).millis
+            text = end.strip()
+            spec = parse_offset_spec(text if text.lower().startswith("timestamp:")
+                                     else f"timestamp:{text}")
+        except OffsetSpecError as exc:
+            raise bad_argument(self.task_id, "end", end, f"{expected} ({exc})") from None
         if not isinstance(spec, Timestamp):
-            raise OffsetSpecError(f"{self.task_id}: end={self.end!r} is not a time.")
+            raise bad_argument(self.task_id, "end", end, expected)
         return spec.millis
 
     def check(self, context: Any) -> Check:

@@ -27,9 +27,15 @@ from airflow_provider_kafka_spark.offsets import (
     list_partitions,
     timestamp_stops,
 )
+from airflow_provider_kafka_spark.operators.arguments import (
+    bad_argument,
+    check_positive_int,
+    check_seconds,
+)
 from airflow_provider_kafka_spark.operators.base import (
     Partitions,
     Topics,
+    check_conn_id,
     subscription_from,
     subscription_kwargs,
 )
@@ -53,7 +59,12 @@ def check_partitions(kafka_config: Mapping[str, Any], subscription: Subscription
 
     Unknown topics and a pattern matching nothing count as "not yet" (topic creation is what
     the sensor waits for); the payload's ``partitions`` lists ``[topic, partition]`` pairs.
+
+    Raises:
+        ConfigurationError: ``min_partitions`` is not a positive int.
     """
+    check_positive_int("check_partitions", "min_partitions", min_partitions, example=3,
+                       meaning="how many partitions to wait for")
     try:
         found = list_partitions(kafka_config, subscription, timeout=timeout)
     except OffsetResolutionError as exc:
@@ -81,7 +92,14 @@ def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subsc
     the wall clock (Flink's source idleness, applied to batch completeness; records that arrive
     later with older timestamps fall into a later interval). The payload's ``idle`` lists the
     partitions that were complete only by idleness.
+
+    Raises:
+        ConfigurationError: ``idle_timeout`` is not ``None`` or a positive number of seconds
+            (a negative one would make every partition idle: complete at once).
     """
+    check_seconds("check_interval_complete", "idle_timeout", idle_timeout, allow_none=True,
+                  example=600, meaning="how long a partition without new records waits before "
+                                       "it counts as idle")
     from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
@@ -110,7 +128,8 @@ def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subsc
             except KafkaException as exc:
                 if not exc.args[0].retriable():
                     raise OffsetResolutionError(
-                        f"max_timestamp lookup failed for {tp.topic}/{tp.partition}: {exc}."
+                        f"max_timestamp lookup failed for {tp.topic}/{tp.partition}: {exc}. Check "
+                        "that the topic exists and the connection may describe it (ACLs)."
                     ) from None
                 newest[(tp.topic, tp.partition)] = None
     not_idle, idle = late_partitions(newest, end_ms, idle_timeout,
@@ -157,6 +176,10 @@ def _iso(millis: int) -> str:
 class KafkaBaseTrigger(BaseTrigger):
     """Polls :meth:`check` every ``poll_interval`` seconds until it is done.
 
+    Its arguments are checked when it is built (in the worker that defers, and again in the
+    triggerer): a bad one is a ``ConfigurationError`` naming the trigger class, the argument,
+    the value and what to pass.
+
     Serializes itself by ``module.qualname`` of its own class, so subclasses only add their
     arguments in :meth:`check_kwargs`. Never serializes the Kafka config: it reads the
     connection ``kafka_conn_id`` in the triggerer.
@@ -166,9 +189,11 @@ class KafkaBaseTrigger(BaseTrigger):
                  topics: Topics | None = None, topic_pattern: str | None = None,
                  partitions: Partitions | None = None, poll_interval: float = 30.0) -> None:
         super().__init__()
-        self.kafka_conn_id = kafka_conn_id
-        self.subscription = subscription_from(topics, topic_pattern, partitions)
-        self.poll_interval = float(poll_interval)
+        owner = type(self).__name__
+        self.kafka_conn_id = check_conn_id(owner, "kafka_conn_id", kafka_conn_id)
+        self.subscription = subscription_from(topics, topic_pattern, partitions, owner=owner)
+        self.poll_interval = check_seconds(owner, "poll_interval", poll_interval, example=30,
+                                           meaning="the wait between two checks of the cluster")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -187,7 +212,7 @@ class KafkaBaseTrigger(BaseTrigger):
 
     def check(self, kafka_config: Mapping[str, Any]) -> Check:
         """One blocking check against the cluster."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement check(kafka_config).")
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Yield one event: ``{"status": "success", ...payload}`` or
@@ -210,7 +235,9 @@ class KafkaPartitionsTrigger(KafkaBaseTrigger):
 
     def __init__(self, *, min_partitions: int = 1, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.min_partitions = int(min_partitions)
+        self.min_partitions = check_positive_int(
+            type(self).__name__, "min_partitions", min_partitions, example=3,
+            meaning="how many partitions to wait for")
 
     def check_kwargs(self) -> dict[str, Any]:
         return {"min_partitions": self.min_partitions}
@@ -225,8 +252,14 @@ class KafkaIntervalCompleteTrigger(KafkaBaseTrigger):
 
     def __init__(self, *, end_ms: int, idle_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.end_ms = int(end_ms)
-        self.idle_timeout = None if idle_timeout is None else float(idle_timeout)
+        owner = type(self).__name__
+        if isinstance(end_ms, bool) or not isinstance(end_ms, int) or end_ms < 0:
+            raise bad_argument(owner, "end_ms", end_ms, "pass the end as epoch millis (a "
+                                                        "non-negative int), e.g. end_ms=1714557600000")
+        self.end_ms = end_ms
+        self.idle_timeout = check_seconds(
+            owner, "idle_timeout", idle_timeout, allow_none=True, example=600,
+            meaning="how long a partition without new records waits before it counts as idle")
 
     def check_kwargs(self) -> dict[str, Any]:
         return {"end_ms": self.end_ms, "idle_timeout": self.idle_timeout}

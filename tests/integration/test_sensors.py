@@ -22,6 +22,7 @@ from airflow.triggers.base import TriggerEvent
 from confluent_kafka.admin import NewPartitions
 
 from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
     KafkaSparkError,
     Subscription,
     Timestamp,
@@ -35,6 +36,7 @@ from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
+from airflow_provider_kafka_spark.triggers.kafka import check_interval_complete, check_partitions
 from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration
@@ -212,9 +214,48 @@ def test_a_broken_connection_fails_the_deferred_sensor_with_the_reason(
     assert "bootstrap.servers" in event.payload["message"]
     assert "x-secret-1" not in event.payload["message"]
     sensor = KafkaPartitionsSensor(task_id="discover", kafka_conn_id="kafka_broken", topics="t")
-    with pytest.raises(KafkaSparkError, match="discover: Airflow connection 'kafka_broken'"):
+    with pytest.raises(KafkaSparkError, match="discover: the trigger stopped waiting: Airflow "
+                                              "connection 'kafka_broken'"):
         sensor.execute_complete({}, event.payload)
 
 
 def _datetime(millis: int) -> pendulum.DateTime:
     return pendulum.from_timestamp(millis / 1000, tz="UTC")
+
+
+def test_a_negative_idle_timeout_is_refused_not_taken_for_completeness(
+        new_topic: Any, kafka_config: dict[str, Any]) -> None:
+    """The partition holds a record before ``end`` and none after: not complete. A negative
+    ``idle_timeout`` made every partition idle, i.e. the interval complete at once."""
+    topic = new_topic(partitions=1)
+    now = int(time.time() * 1000)
+    produce(kafka_config, topic, [(0, None, b"recent", now - MINUTE_MS)])
+    end = now + 60 * MINUTE_MS
+    subscription = Subscription.topics([topic])
+
+    with pytest.raises(ConfigurationError, match=r"^complete: idle_timeout=-3600 is not a "
+                                                 r"positive, finite duration; pass"):
+        KafkaIntervalCompleteSensor(task_id="complete", topics=topic, end=str(end),
+                                    idle_timeout=-3600)
+    with pytest.raises(ConfigurationError, match=r"^KafkaIntervalCompleteTrigger: idle_timeout="):
+        KafkaIntervalCompleteTrigger(topics=topic, end_ms=end, idle_timeout=-3600)
+    with pytest.raises(ConfigurationError, match=r"^check_interval_complete: idle_timeout=-3600"):
+        check_interval_complete(kafka_config, subscription, end, -3600)
+    with pytest.raises(ConfigurationError, match=r"^check_partitions: min_partitions=0"):
+        check_partitions(kafka_config, subscription, 0)
+
+    waiting = KafkaIntervalCompleteSensor(task_id="complete", topics=topic, end=str(end),
+                                          idle_timeout=3600).check({})
+    assert not waiting.done and f"{topic}/0 newest record at" in waiting.waiting_for
+
+
+def test_a_templated_min_partitions_is_checked_once_rendered(
+        new_topic: Any) -> None:
+    topic = new_topic(partitions=2)
+    sensor = KafkaPartitionsSensor(task_id="discover", topics=topic,
+                                   min_partitions="{{ params.n }}", poke_interval=0.1, timeout=5)
+    sensor.min_partitions = "-2"  # as rendered
+    with pytest.raises(ConfigurationError, match=r"^discover: min_partitions='-2' is not valid"):
+        sensor.execute({})
+    sensor.min_partitions = "2"
+    assert sensor.execute({}) == [[topic, 0], [topic, 1]]

@@ -1,4 +1,4 @@
-"""Hostile arguments of the operators, without a broker or Spark.
+"""Hostile arguments of every operator, sensor and trigger, without a broker or Spark.
 
 Each one is a ``ConfigurationError`` (exactly that class, not a subclass such as
 ``OffsetSpecError``) whose message starts with the task (or trigger) and the argument with its
@@ -33,12 +33,22 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sensors import (
+    KafkaIntervalCompleteSensor,
+    KafkaPartitionsSensor,
+)
+from airflow_provider_kafka_spark.triggers import (
+    KafkaIntervalCompleteTrigger,
+    KafkaPartitionsTrigger,
+)
 
 RANGES = OffsetRanges((PartitionRange("a", 0, 0, 5),), group_id="g").to_dict()
 FILES = {"task_id": "ingest", "ranges": RANGES, "output_path": "/data/out"}
 TOPIC = {"task_id": "ingest", "ranges": RANGES, "output_topic": "out"}
 RESOLVE = {"task_id": "resolve", "topics": "orders"}
 COMMIT = {"task_id": "commit", "ranges": RANGES}
+PARTITIONS = {"task_id": "discover", "topics": "orders"}
+INTERVAL = {"task_id": "complete", "topics": "orders"}
 
 
 def configuration_error(build: Any, kwargs: dict[str, Any], name: str, fragment: str) -> str:
@@ -149,6 +159,65 @@ def test_commit_rejects_a_bad_literal_when_built(name: str, value: Any, fragment
     configuration_error(KafkaCommitOffsetsOperator, {**COMMIT, name: value}, name, fragment)
 
 
+SENSOR_CASES = [
+    (KafkaPartitionsSensor, PARTITIONS, "min_partitions", 0, POSITIVE_INT),
+    (KafkaPartitionsSensor, PARTITIONS, "min_partitions", -1, POSITIVE_INT),
+    (KafkaPartitionsSensor, PARTITIONS, "min_partitions", 1.5, "is not a whole number"),
+    (KafkaPartitionsSensor, PARTITIONS, "min_partitions", True, "is a bool, not a number"),
+    (KafkaPartitionsSensor, PARTITIONS, "min_partitions", "three", POSITIVE_INT),
+    (KafkaPartitionsSensor, PARTITIONS, "min_partitions", None, POSITIVE_INT),
+    (KafkaIntervalCompleteSensor, INTERVAL, "idle_timeout", -1, SECONDS),
+    (KafkaIntervalCompleteSensor, INTERVAL, "idle_timeout", 0, SECONDS),
+    (KafkaIntervalCompleteSensor, INTERVAL, "idle_timeout", timedelta(seconds=-5), SECONDS),
+    (KafkaIntervalCompleteSensor, INTERVAL, "idle_timeout", True, "is a bool, not a number"),
+    (KafkaIntervalCompleteSensor, INTERVAL, "idle_timeout", "300", "is not a number"),
+    (KafkaIntervalCompleteSensor, INTERVAL, "end", "yesterday",
+     "pass an aware datetime, an ISO-8601 time with zone"),
+    (KafkaIntervalCompleteSensor, INTERVAL, "end", 17, "pass an aware datetime"),
+    (KafkaPartitionsSensor, PARTITIONS, "poke_interval", 0, SECONDS),
+    (KafkaPartitionsSensor, PARTITIONS, "poke_interval", -1, SECONDS),
+    (KafkaPartitionsSensor, PARTITIONS, "poke_interval", True, "is a bool, not a number"),
+    (KafkaIntervalCompleteSensor, INTERVAL, "poke_interval", "5", "is not a number"),
+    (KafkaIntervalCompleteSensor, INTERVAL, "timeout", 0, SECONDS),
+    (KafkaIntervalCompleteSensor, INTERVAL, "timeout", -60, SECONDS),
+    (KafkaPartitionsSensor, PARTITIONS, "timeout", timedelta(0), SECONDS),
+    (KafkaPartitionsSensor, PARTITIONS, "max_wait", -1, SECONDS),
+    (KafkaPartitionsSensor, PARTITIONS, "deferrable", "yes", BOOL),
+    (KafkaIntervalCompleteSensor, INTERVAL, "kafka_conn_id", "", "pass an Airflow connection id"),
+]
+
+
+@pytest.mark.parametrize(("build", "base", "name", "value", "fragment"), SENSOR_CASES)
+def test_sensors_reject_a_bad_literal_when_built(build: Any, base: dict[str, Any], name: str,
+                                                 value: Any, fragment: str) -> None:
+    configuration_error(build, {**base, name: value}, name, fragment)
+
+
+TRIGGER_CASES = [
+    (KafkaPartitionsTrigger, {"min_partitions": 0}, "min_partitions", POSITIVE_INT),
+    (KafkaPartitionsTrigger, {"min_partitions": True}, "min_partitions", "is a bool"),
+    (KafkaPartitionsTrigger, {"min_partitions": "x"}, "min_partitions", POSITIVE_INT),
+    (KafkaPartitionsTrigger, {"poll_interval": 0}, "poll_interval", SECONDS),
+    (KafkaPartitionsTrigger, {"poll_interval": -2}, "poll_interval", SECONDS),
+    (KafkaPartitionsTrigger, {"poll_interval": True}, "poll_interval", "is a bool"),
+    (KafkaPartitionsTrigger, {"poll_interval": "5"}, "poll_interval", "is not a number"),
+    (KafkaPartitionsTrigger, {"kafka_conn_id": ""}, "kafka_conn_id", "connection id"),
+    (KafkaIntervalCompleteTrigger, {"end_ms": 1, "idle_timeout": -1}, "idle_timeout", SECONDS),
+    (KafkaIntervalCompleteTrigger, {"end_ms": 1, "idle_timeout": 0}, "idle_timeout", SECONDS),
+    (KafkaIntervalCompleteTrigger, {"end_ms": 1, "idle_timeout": False}, "idle_timeout",
+     "is a bool"),
+    (KafkaIntervalCompleteTrigger, {"end_ms": "soon"}, "end_ms", "pass the end as epoch millis"),
+    (KafkaIntervalCompleteTrigger, {"end_ms": True}, "end_ms", "pass the end as epoch millis"),
+    (KafkaIntervalCompleteTrigger, {"end_ms": -1}, "end_ms", "pass the end as epoch millis"),
+]
+
+
+@pytest.mark.parametrize(("build", "kwargs", "name", "fragment"), TRIGGER_CASES)
+def test_triggers_reject_bad_arguments(build: Any, kwargs: dict[str, Any], name: str,
+                                       fragment: str) -> None:
+    configuration_error(build, {"topics": "orders", **kwargs}, name, fragment)
+
+
 def test_good_literals_and_unrendered_templates_pass_when_built() -> None:
     KafkaSparkIngestOperator(**FILES, max_records_per_split=10, include_headers=False,
                              engine="spark-kafka", on_data_loss="skip", output_format="json",
@@ -165,6 +234,13 @@ def test_good_literals_and_unrendered_templates_pass_when_built() -> None:
                                 start="{{ params.start }}", stop="latest", group_id=None)
     KafkaResolveOffsetsOperator(task_id="r", topics="{{ params.topics }}", start="earliest")
     KafkaCommitOffsetsOperator(**COMMIT, timeout=0.5, allow_rewind=True, group_id="{{ x }}")
+    KafkaPartitionsSensor(**PARTITIONS, min_partitions="{{ params.n }}", poke_interval=0.1,
+                          timeout=timedelta(minutes=1))
+    KafkaPartitionsSensor(**PARTITIONS, min_partitions="3")
+    KafkaIntervalCompleteSensor(**INTERVAL, end="{{ data_interval_end }}", idle_timeout=1e-3)
+    KafkaIntervalCompleteSensor(**INTERVAL, end="2024-05-01T00:00:00Z",
+                                idle_timeout=timedelta(minutes=5))
+    KafkaIntervalCompleteTrigger(topics="a", end_ms=1_714_557_600_000, idle_timeout=None)
 
 
 def test_bad_specs_and_subscriptions_are_offset_spec_errors_when_built() -> None:
@@ -172,6 +248,10 @@ def test_bad_specs_and_subscriptions_are_offset_spec_errors_when_built() -> None
         KafkaResolveOffsetsOperator(**RESOLVE, start="yesterday")
     with pytest.raises(OffsetSpecError, match=r"^resolve: topics must be a non-empty list"):
         KafkaResolveOffsetsOperator(task_id="resolve", topics=[])
+    with pytest.raises(OffsetSpecError, match=r"^discover: topic_pattern '\(' is not a valid regex"):
+        KafkaPartitionsSensor(task_id="discover", topic_pattern="(")
+    with pytest.raises(OffsetSpecError, match=r"^complete: partition \['a', 'x'\] must be"):
+        KafkaIntervalCompleteSensor(task_id="complete", partitions=[["a", "x"]])
     with pytest.raises(OffsetSpecError, match=r"^commit: ranges=.* are not offset ranges"):
         KafkaCommitOffsetsOperator(task_id="commit", ranges={"version": 9})
 
@@ -179,6 +259,12 @@ def test_bad_specs_and_subscriptions_are_offset_spec_errors_when_built() -> None
 @pytest.mark.parametrize(
     ("build", "kwargs", "name", "rendered", "fragment"),
     [
+        (KafkaPartitionsSensor, {**PARTITIONS, "min_partitions": "{{ params.n }}"},
+         "min_partitions", "three", POSITIVE_INT),
+        (KafkaPartitionsSensor, {**PARTITIONS, "min_partitions": "{{ params.n }}"},
+         "min_partitions", "0", POSITIVE_INT),
+        (KafkaIntervalCompleteSensor, {**INTERVAL, "end": "{{ params.end }}"}, "end",
+         "not a time", "pass an aware datetime"),
         (KafkaSparkIngestOperator, {**FILES, "output_format": "{{ params.f }}"},
          "output_format", "", "pass a Spark data source name"),
         (KafkaSparkIngestOperator, {**FILES, "output_path": "{{ params.out }}"},
@@ -244,6 +330,8 @@ with DAG(dag_id="hostile", schedule=None, start_date=pendulum.datetime(2024, 1, 
         ('KafkaSparkIngestOperator(task_id="ingest", ranges="{{ ti.xcom_pull() }}", '
          'output_path="/out", max_records_per_split=0)',
          "ingest: max_records_per_split=0 is not valid; pass a positive int"),
+        ('KafkaIntervalCompleteSensor(task_id="complete", topics="a", idle_timeout=-300)',
+         "complete: idle_timeout=-300 is not a positive, finite duration"),
     ],
 )
 def test_a_bad_literal_is_an_import_error_of_the_dag_file(tmp_path: Path, task: str,

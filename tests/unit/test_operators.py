@@ -191,7 +191,7 @@ def test_sensor_end_and_idle_timeout() -> None:
         sensor.end = end
         assert sensor.end_ms({}) == millis
     sensor.end = None
-    with pytest.raises(OffsetSpecError, match="no data interval"):
+    with pytest.raises(ConfigurationError, match="^s: end=None and the run has no data interval"):
         sensor.end_ms({"data_interval_end": None})
 
 
