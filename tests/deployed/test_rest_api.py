@@ -65,3 +65,32 @@ def test_adhoc_bad_spec_fails_the_resolve_task_with_a_clear_message_before_writi
     assert "start: unknown offset spec 'yesterday'" in airflow.log("kafka_adhoc", run_id,
                                                                    "resolve_offsets")
     assert not output.exists()
+
+
+def test_clearing_a_run_through_the_rest_api_rereads_the_pinned_slice(
+        airflow: AirflowApi, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, f"v{i}".encode(), MS0 + i) for i in range(3)])
+    output = tmp_path / "cleared"
+
+    airflow.unpause("kafka_adhoc")
+    run_id = airflow.trigger("kafka_adhoc", {
+        "topics": topic, "start": "earliest", "stop": "latest", "output_path": str(output)})
+    assert airflow.wait("kafka_adhoc", run_id)["state"] == "success", \
+        airflow.failure_report("kafka_adhoc", run_id)
+    # More data arrives; "latest" would now mean offset 5, but the run's first resolution is
+    # pinned: clearing the whole run re-reads [0, 3) and rewrites the same records.
+    produce(kafka_config, topic, [(0, None, f"late{i}".encode(), MS0 + 10 + i) for i in range(2)])
+    cleared = airflow.call("POST", "/api/v2/dags/kafka_adhoc/clearTaskInstances", {
+        "dry_run": False, "dag_run_id": run_id, "only_failed": False, "reset_dag_runs": True})
+    assert {ti["task_id"] for ti in cleared["task_instances"]} == {"resolve_offsets", "ingest"}
+    run = airflow.wait("kafka_adhoc", run_id)
+
+    assert run["state"] == "success", airflow.failure_report("kafka_adhoc", run_id)
+    tries = airflow.call("GET", f"/api/v2/dags/kafka_adhoc/dagRuns/{run_id}/taskInstances")
+    assert {ti["task_id"]: ti["try_number"] for ti in tries["task_instances"]} == {
+        "resolve_offsets": 2, "ingest": 2}
+    ranges = airflow.xcom("kafka_adhoc", run_id, "resolve_offsets")["ranges"]
+    assert [(r["partition"], r["start"], r["stop"]) for r in ranges] == [(0, 0, 3)]
+    rows = pq.read_table(output, columns=["offset", "value"]).to_pylist()
+    assert sorted((r["offset"], r["value"]) for r in rows) == [(0, b"v0"), (1, b"v1"), (2, b"v2")]
