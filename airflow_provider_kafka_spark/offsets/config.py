@@ -1,16 +1,21 @@
-"""The one place that turns a user's librdkafka config into a client config.
+"""The one place that turns a user's librdkafka config into a client config, and builds
+clients from it (:func:`new_client`).
 
 The user config is the same dict as the ``extra`` JSON of Airflow's ``kafka`` connection.
-Secrets in it never reach a log line or an exception message: errors only name keys, and the
-only values logged are those of the settings a consumer overrides (none of them secret).
+Secrets in it never reach a log line or an exception message: errors name keys, never the
+value of a secret key (:func:`is_secret_key`), and the only values logged are those of the
+settings a consumer overrides (none of them secret).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
-from typing import Any, Literal
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar
+
+from confluent_kafka import KafkaException
 
 from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.specs import shown
@@ -65,18 +70,159 @@ def cluster_name(kafka_config: Mapping[str, Any]) -> str:
     return f"bootstrap.servers={shown(kafka_config.get('bootstrap.servers'))}"
 
 
+C = TypeVar("C")
+
+LIBRDKAFKA_SETTINGS = "https://github.com/confluentinc/librdkafka/blob/master/CONFIGURATION.md"
+"""librdkafka's list of settings, named in the errors about them."""
+
+# Parts of config keys whose values are secrets (passwords, JAAS lines, tokens, private keys).
+_SECRET_KEY_PARTS = ("password", "secret", "jaas", "token", "ssl.key.pem", "credentials",
+                     "oauthbearer.config")
+
+# Settings of the Java client that librdkafka does not have, and what to do instead.
+_NOT_NEEDED = "not needed: this package reads and writes keys and values as bytes; remove it"
+_JAVA_ONLY: dict[str, str] = {
+    "sasl.jaas.config": "librdkafka has no JAAS: set sasl.username and sasl.password instead, "
+                        "with sasl.mechanism (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, as in the "
+                        "JAAS login module) and security.protocol SASL_SSL or SASL_PLAINTEXT",
+    "key.deserializer": _NOT_NEEDED + " (decode them with decode_kafka)",
+    "value.deserializer": _NOT_NEEDED + " (decode them with decode_kafka)",
+    "key.serializer": _NOT_NEEDED,
+    "value.serializer": _NOT_NEEDED,
+    "ssl.truststore.location": "librdkafka has no Java TrustStores: give the CA certificates as "
+                               "a PEM file in ssl.ca.location instead",
+    "ssl.truststore.password": "not needed with ssl.ca.location (a PEM file); remove it",
+    "ssl.truststore.type": "not needed with ssl.ca.location (a PEM file); remove it",
+    "ssl.keystore.type": "librdkafka reads a PKCS#12 keystore (ssl.keystore.location and "
+                         "ssl.keystore.password) or PEM files (ssl.certificate.location and "
+                         "ssl.key.location); remove it (convert a JKS keystore first)",
+    "interceptor.classes": "librdkafka has no Java interceptors; remove it",
+    "sasl.login.callback.handler.class": "librdkafka has no Java callback handlers: use "
+                                         "sasl.oauthbearer.method=oidc with the "
+                                         "sasl.oauthbearer.* settings, or remove it",
+    "schema.registry.url": "not a client setting (this package uses no schema registry); "
+                           "remove it",
+}
+
+# Keys whose values confluent-kafka takes as Python objects rather than librdkafka strings.
+_PYTHON_OBJECT_KEYS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb",
+                                 "on_delivery", "on_commit", "logger"})
+
+# What to set, for settings whose refusal librdkafka does not explain.
+_ALLOWED_VALUES: dict[str, str] = {
+    "security.protocol": "use one of PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+    "sasl.mechanism": "use one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER (or GSSAPI "
+                      "where librdkafka is built with it)",
+}
+_ALLOWED_VALUES["sasl.mechanisms"] = _ALLOWED_VALUES["sasl.mechanism"]
+# Refusals that name no key: the key they are about.
+_UNNAMED_KEYS = {"SASL mechanism": "sasl.mechanism"}
+
+
+def is_secret_key(key: str) -> bool:
+    """True for config keys whose values are secrets; their values are never shown."""
+    return any(part in key.lower() for part in _SECRET_KEY_PARTS)
+
+
 def client_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``kafka_config`` for an admin client; requires ``bootstrap.servers``."""
+    """A copy of ``kafka_config`` for any client; requires ``bootstrap.servers``.
+
+    Checked without contacting anything: the keys are non-empty, no value is None, values are
+    strings (UTF-8 text without NUL characters), numbers or booleans (Python objects only for
+    confluent-kafka's callback keys such as ``error_cb``), and no key is a Java client setting
+    librdkafka lacks (the message says what to set instead). Everything else librdkafka checks
+    when a client is built (:func:`new_client`).
+
+    Raises:
+        ConfigurationError: naming the key, never the value of a secret key.
+    """
     if not isinstance(kafka_config, Mapping):
-        raise OffsetSpecError(
-            f"kafka_config must be a dict of librdkafka settings, got {type(kafka_config).__name__}."
+        raise ConfigurationError(
+            f"kafka_config must be a dict of librdkafka settings, got "
+            f"{type(kafka_config).__name__}; pass e.g. {{'bootstrap.servers': 'host:9092'}}."
         )
     config = {str(k): v for k, v in kafka_config.items()}
+    for key, value in config.items():
+        _check_setting(key, value)
     if not config.get("bootstrap.servers"):
-        raise OffsetSpecError(
-            "kafka_config has no 'bootstrap.servers'; set it, e.g. {'bootstrap.servers': 'host:9092'}."
+        raise ConfigurationError(
+            "kafka_config has no 'bootstrap.servers'; set it, e.g. {'bootstrap.servers': "
+            "'host:9092'}."
         )
     return config
+
+
+def _check_setting(key: str, value: object) -> None:
+    where = f"kafka_config[{key!r}]"
+    if not key.strip():
+        raise ConfigurationError(f"kafka_config has an empty key {key!r}; remove it.")
+    if key in _JAVA_ONLY:
+        raise ConfigurationError(f"kafka_config key {key!r} is a Java client setting that "
+                                 f"librdkafka does not have: {_JAVA_ONLY[key]}.")
+    if value is None:
+        raise ConfigurationError(f"{where} is None; give it a value or remove the key.")
+    if key in _PYTHON_OBJECT_KEYS:
+        return
+    if isinstance(value, list | tuple) and key == "bootstrap.servers":
+        raise ConfigurationError(f"{where} is a {type(value).__name__}; give the brokers as one "
+                                 "comma-separated string, e.g. 'host1:9092,host2:9092'.")
+    if not isinstance(value, str | int | float | bool):
+        raise ConfigurationError(f"{where} is a {type(value).__name__}; librdkafka settings are "
+                                 "strings, numbers or booleans.")
+    if isinstance(value, str):
+        shown_value = "its value is a secret" if is_secret_key(key) else f"{shown(value)}"
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigurationError(f"{where} is not UTF-8 text ({shown_value}): it holds a "
+                                     "lone surrogate; fix the value.") from None
+        if "\x00" in value:
+            raise ConfigurationError(f"{where} holds a NUL character ({shown_value}), which "
+                                     "would cut the value short; fix the value.")
+
+
+def new_client(factory: Callable[[dict[str, Any]], C], config: dict[str, Any]) -> C:
+    """``factory(config)``: an ``AdminClient``, ``Consumer`` or ``Producer`` from a config made
+    by :func:`client_config` or :func:`consumer_config`.
+
+    Raises:
+        ConfigurationError: librdkafka (or confluent-kafka) refused the config; the message
+            names the key and what to do, never the value of a secret key.
+    """
+    try:
+        return factory(config)
+    except KafkaException as exc:
+        raise _refused(exc.args[0].str(), config) from None
+    except (TypeError, ValueError) as exc:  # confluent-kafka's checks of its callback keys
+        raise _refused(str(exc), config) from None
+
+
+def _refused(text: str, config: Mapping[str, Any]) -> ConfigurationError:
+    """The error for librdkafka's refusal ``text`` of ``config``, secrets removed."""
+    key = next((k for k in sorted(config, key=len, reverse=True)
+                if re.search(rf"(?<![\w.-]){re.escape(k)}(?![\w.-])", text)), None)
+    if key is None:
+        key = next((k for fragment, k in _UNNAMED_KEYS.items() if fragment in text), None)
+    if key is not None and is_secret_key(key):
+        return ConfigurationError(
+            f"librdkafka refused kafka_config[{key!r}] (the value is not shown: it is a "
+            f"secret). Fix the value; librdkafka's settings: {LIBRDKAFKA_SETTINGS}."
+        )
+    for secret_key, value in config.items():
+        if is_secret_key(secret_key) and isinstance(value, str) and len(value) >= 3:
+            text = text.replace(value, "***")
+    text = text.strip().rstrip(".")
+    if key is None:
+        return ConfigurationError(
+            f"librdkafka refused the client config: {text}. Fix the settings it names in "
+            f"kafka_config (the Kafka connection's extra); librdkafka's settings: "
+            f"{LIBRDKAFKA_SETTINGS}."
+        )
+    remedy = _ALLOWED_VALUES.get(key, "fix its name or value, or remove it")
+    return ConfigurationError(
+        f"librdkafka refused kafka_config[{key!r}]: {text}. In kafka_config (the Kafka "
+        f"connection's extra), {remedy}; librdkafka's settings: {LIBRDKAFKA_SETTINGS}."
+    )
 
 
 def consumer_config(

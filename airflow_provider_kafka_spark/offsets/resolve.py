@@ -28,6 +28,7 @@ from airflow_provider_kafka_spark.offsets.config import (
     check_timeout,
     client_config,
     cluster_name,
+    new_client,
 )
 from airflow_provider_kafka_spark.offsets.errors import (
     CommitError,
@@ -97,8 +98,12 @@ REACH_HELP = ("Check that bootstrap.servers is right and that the brokers are up
 
 
 def admin_client(kafka_config: Mapping[str, Any]) -> AdminClient:
-    """An ``AdminClient`` for the user's librdkafka config."""
-    return AdminClient(client_config(kafka_config))
+    """An ``AdminClient`` for the user's librdkafka config.
+
+    Raises:
+        ConfigurationError: a config that :func:`client_config` or librdkafka refuses.
+    """
+    return new_client(AdminClient, client_config(kafka_config))
 
 
 def _admin(kafka_config: Mapping[str, Any] | AdminClient) -> tuple[AdminClient, str]:

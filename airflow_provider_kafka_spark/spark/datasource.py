@@ -51,6 +51,7 @@ from airflow_provider_kafka_spark.offsets.config import (
     check_isolation_level,
     check_timeout,
     consumer_config,
+    new_client,
 )
 from airflow_provider_kafka_spark.offsets.errors import DataLossError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
@@ -243,7 +244,7 @@ def read_split(
     if split.start >= split.stop:
         return
     schema = arrow_schema or to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
-    consumer = Consumer(consumer_config(kafka_config, isolation_level=isolation_level))
+    consumer = new_client(Consumer, consumer_config(kafka_config, isolation_level=isolation_level))
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
         yield from _SplitReader(

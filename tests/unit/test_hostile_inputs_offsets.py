@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, Producer
 
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
@@ -21,12 +22,14 @@ from airflow_provider_kafka_spark.offsets import (
     SpecificOffsets,
     Subscription,
     Timestamp,
+    admin_client,
     commit_offsets,
     list_partitions,
     parse_offset_spec,
     resolve_offsets,
     timestamp_stops,
 )
+from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config, new_client
 from airflow_provider_kafka_spark.offsets.specs import shown
 
 
@@ -271,3 +274,77 @@ def test_a_bad_timeout_is_a_configuration_error(call: Callable[[object], object]
                                                 timeout: object) -> None:
     message = assert_error(lambda: call(timeout), ConfigurationError, TIMEOUT_HELP)
     assert message.startswith(f"timeout={shown(timeout)} ")
+
+
+# --- Class 8: client configs librdkafka refuses are ConfigurationErrors naming the key ---
+
+JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="u" '
+        'password="hunter22";')
+SECRETS = ("hunter22", "hunter23", "-----BEGIN garbage")
+BASE = {"bootstrap.servers": "127.0.0.1:1", "sasl.password": "hunter23"}
+LIBRDKAFKA_DOCS = "CONFIGURATION.md"
+CONFIG_CASES: list[tuple[dict[str, Any], str]] = [
+    ({"foo.bar": 1}, "'foo.bar'"),
+    ({"foo.bar": 1}, LIBRDKAFKA_DOCS),
+    ({"sasl.jaas.config": JAAS}, "set sasl.username and sasl.password"),
+    ({"sasl.jaas.config": JAAS}, "sasl.mechanism"),
+    ({"key.deserializer": "org.apache.kafka.common.serialization.StringDeserializer"},
+     "'key.deserializer' is a Java client setting"),
+    ({"value.deserializer": "x"}, "remove it"),
+    ({"key.serializer": "x"}, "remove it"),
+    ({"value.serializer": "x"}, "remove it"),
+    ({"ssl.truststore.location": "/etc/truststore.jks"}, "ssl.ca.location"),
+    ({"ssl.truststore.password": "hunter22"}, "ssl.ca.location"),
+    ({"interceptor.classes": "x"}, "remove it"),
+    ({"security.protocol": "SASL_SSLL"}, "'security.protocol'"),
+    ({"security.protocol": "SASL_SSLL"}, "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+    ({"security.protocol": "SASL_SSL", "sasl.mechanism": "PLAINN"},
+     "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+    ({"socket.timeout.ms": -5}, "'socket.timeout.ms'"),
+    ({"socket.timeout.ms": "abc"}, "'socket.timeout.ms'"),
+    ({"socket.keepalive.enable": "maybe"}, "'socket.keepalive.enable'"),
+    ({"stats_cb": 3}, "'stats_cb'"),
+    ({"throttle_cb": 1}, "'throttle_cb'"),
+    ({"group.id": None}, "['group.id'] is None"),
+    ({"sasl.password": None}, "['sasl.password'] is None"),
+    ({"sasl.password": "hunter22\udcff"}, "not UTF-8"),
+    ({"sasl.password": "hunter22\x00x"}, "NUL"),
+    ({"bootstrap.servers": ["a:9092", "b:9092"]}, "comma-separated"),
+    ({"client.id": object()}, "['client.id'] is a object"),
+    ({"": "x"}, "empty key"),
+    ({"ssl.key.pem": "-----BEGIN garbage", "security.protocol": "SSL"}, "'ssl.key.pem'"),
+    ({"ssl.key.pem": "-----BEGIN garbage", "security.protocol": "SSL"}, "not shown"),
+    ({"bootstrap.servers": ""}, "no 'bootstrap.servers'"),
+]
+
+
+def consumer_client(config: dict[str, Any]) -> object:
+    return new_client(Consumer, consumer_config(config, isolation_level="read_committed"))
+
+
+def producer_client(config: dict[str, Any]) -> object:
+    return new_client(Producer, client_config(config))
+
+
+@pytest.mark.parametrize("build", [admin_client, consumer_client, producer_client],
+                         ids=["admin", "consumer", "producer"])
+@pytest.mark.parametrize(("extra", "fragment"), CONFIG_CASES,
+                         ids=[f"config{i}" for i in range(len(CONFIG_CASES))])
+def test_a_config_librdkafka_refuses_is_a_configuration_error(
+        build: Callable[[dict[str, Any]], object], extra: dict[str, Any], fragment: str) -> None:
+    message = assert_error(lambda: build({**BASE, **extra}), ConfigurationError, fragment)
+    assert not any(secret in message for secret in SECRETS), message
+
+
+def test_a_config_error_stops_resolve_and_commit_before_any_request() -> None:
+    bad = {**BASE, "sasl.jaas.config": JAAS}
+    for call in (lambda: resolve_offsets(bad, Subscription.topics("t"), "earliest", "latest"),
+                 lambda: commit_offsets(bad, "g", RANGES),
+                 lambda: list_partitions(bad, Subscription.topics("t"))):
+        message = assert_error(call, ConfigurationError, "'sasl.jaas.config'")
+        assert "hunter22" not in message
+
+
+def test_kafka_config_must_be_a_mapping() -> None:
+    assert_error(lambda: admin_client([("bootstrap.servers", "a:9092")]),  # type: ignore[arg-type]
+                 ConfigurationError, "must be a dict of librdkafka settings")
