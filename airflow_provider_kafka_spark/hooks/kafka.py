@@ -14,20 +14,36 @@ The offset core (``offsets.config``) turns that dict into client configs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import json
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import amask_secret, mask_secret
+from confluent_kafka import KafkaException
 
-from airflow_provider_kafka_spark.offsets.config import client_config
-from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError, OffsetSpecError
+from airflow_provider_kafka_spark.offsets.config import (
+    client_config,
+    cluster_name,
+    is_secret_key,
+)
+from airflow_provider_kafka_spark.offsets.errors import (
+    ConfigurationError,
+    KafkaSparkError,
+    OffsetResolutionError,
+)
+from airflow_provider_kafka_spark.offsets.resolve import admin_client, cluster_failure
 
 if TYPE_CHECKING:
+    from airflow.sdk import Connection
     from confluent_kafka.admin import AdminClient
 
-# Config keys whose values are secrets; Airflow's masker does not know all of them by name.
-_SECRET_KEY_PARTS = ("password", "secret", "jaas", "token", "ssl.key.pem", "credentials")
+_EXTRA_HELP = ('The extra must be a JSON object of librdkafka settings, e.g. '
+               '{"bootstrap.servers": "broker:9092", "security.protocol": "SASL_SSL"}.')
+# Seconds test_connection waits for the cluster's metadata.
+_TEST_TIMEOUT = 10.0
+T = TypeVar("T")
 
 
 class KafkaHook(BaseHook):
@@ -48,49 +64,106 @@ class KafkaHook(BaseHook):
         self.kafka_conn_id = kafka_conn_id
 
     def get_kafka_config(self) -> dict[str, Any]:
-        """The connection's librdkafka config (a fresh copy); its secrets are masked in logs."""
-        extra = self.get_connection(self.kafka_conn_id).extra_dejson
+        """The connection's librdkafka config (a fresh copy); its secrets are masked in logs.
+
+        Raises:
+            ConfigurationError: the connection is not defined, its extra is not a JSON object,
+                or the config in it is refused (the message names the connection and the key,
+                never a secret).
+        """
+        try:
+            connection = self.get_connection(self.kafka_conn_id)
+        except AirflowNotFoundException:
+            raise self._not_defined() from None
+        extra = self._extra(connection)
+        mask_secret(extra)
         for value in _secret_values(extra):
             mask_secret(value)
         return self._checked(extra)
 
     async def aget_kafka_config(self) -> dict[str, Any]:
         """:meth:`get_kafka_config` for async code (triggers): never blocks the event loop."""
-        connection = await self.aget_connection(self.kafka_conn_id)
-        extra = await connection.aextra_dejson()
+        try:
+            connection = await self.aget_connection(self.kafka_conn_id)
+        except AirflowNotFoundException:
+            raise self._not_defined() from None
+        extra = self._extra(connection)
+        await amask_secret(extra)
         for value in _secret_values(extra):
             await amask_secret(value)
         return self._checked(extra)
 
     def get_conn(self) -> AdminClient:
-        """An admin client for the cluster."""
-        from airflow_provider_kafka_spark.offsets import admin_client
+        """An admin client for the cluster.
 
-        return admin_client(self.get_kafka_config())
+        Raises:
+            ConfigurationError: as :meth:`get_kafka_config`, or librdkafka refused the config.
+        """
+        return self._connection_error(lambda: admin_client(self.get_kafka_config()))
 
     def test_connection(self) -> tuple[bool, str]:
-        """Ask the cluster for its metadata; ``(True, message)`` when it answers."""
-        from confluent_kafka import KafkaException
-
+        """Ask the cluster for its metadata: ``(True, message)`` when it answers, else
+        ``(False, what went wrong and what to do)``. Never raises for a bad connection or an
+        unreachable cluster; secrets never appear in the message."""
         try:
-            metadata = self.get_conn().list_topics(timeout=10)
-        except (KafkaException, KafkaSparkError) as exc:
+            config = self.get_kafka_config()
+            admin = self._connection_error(lambda: admin_client(config))
+            try:
+                metadata = admin.list_topics(timeout=_TEST_TIMEOUT)
+            except KafkaException as exc:
+                raise cluster_failure(exc.args[0], "reading the cluster's metadata",
+                                      cluster_name(config), "Check the connection's extra.",
+                                      OffsetResolutionError) from None
+        except KafkaSparkError as exc:
             return False, f"Kafka connection {self.kafka_conn_id!r} failed: {exc}"
         return True, (
             f"Connected to Kafka cluster {metadata.cluster_id} "
             f"({len(metadata.brokers)} broker(s), {len(metadata.topics)} topic(s))."
         )
 
-    def _checked(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+    def _not_defined(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"Airflow connection {self.kafka_conn_id!r} is not defined. Create it (type kafka; "
+            f"the extra holds the librdkafka config) or pass another kafka_conn_id. "
+            f"{_EXTRA_HELP}"
+        )
+
+    def _extra(self, connection: Connection) -> dict[str, Any]:
+        """The extra as a dict; not JSON or not an object is a :class:`ConfigurationError`
+        (Airflow's ``extra_dejson`` would log and return ``{}``, or return a list as is). The
+        extra's text is never shown: it may hold secrets."""
+        if not connection.extra:
+            return {}
         try:
-            return client_config(extra)
-        except OffsetSpecError as exc:
-            raise OffsetSpecError(
-                f"Airflow connection {self.kafka_conn_id!r}: {exc} The connection's extra JSON "
-                "must be the librdkafka config."
+            extra = json.loads(connection.extra)
+        except json.JSONDecodeError as exc:
+            raise self._bad_extra(f"its extra is not JSON ({exc.msg} at line {exc.lineno}, "
+                                  f"column {exc.colno}).") from None
+        except (RecursionError, ValueError):  # deep nesting, numbers of 4300+ digits
+            raise self._bad_extra("its extra is not JSON this package can read.") from None
+        if not isinstance(extra, dict):
+            kind = "null" if extra is None else type(extra).__name__
+            raise self._bad_extra(f"its extra is a JSON {kind}, not an object.")
+        return extra
+
+    def _bad_extra(self, problem: str) -> ConfigurationError:
+        return ConfigurationError(
+            f"Airflow connection {self.kafka_conn_id!r}: {problem} {_EXTRA_HELP}")
+
+    def _checked(self, extra: Mapping[str, Any]) -> dict[str, Any]:
+        return self._connection_error(lambda: client_config(extra))
+
+    def _connection_error(self, build: Callable[[], T]) -> T:
+        """``build()``, its ConfigurationError prefixed with the connection."""
+        try:
+            return build()
+        except ConfigurationError as exc:
+            if str(exc).startswith(f"Airflow connection {self.kafka_conn_id!r}"):
+                raise
+            raise ConfigurationError(
+                f"Airflow connection {self.kafka_conn_id!r}: {exc} {_EXTRA_HELP}"
             ) from None
 
 
 def _secret_values(config: Mapping[str, Any]) -> list[Any]:
-    return [value for key, value in config.items()
-            if value and any(part in str(key).lower() for part in _SECRET_KEY_PARTS)]
+    return [value for key, value in config.items() if value and is_secret_key(str(key))]
