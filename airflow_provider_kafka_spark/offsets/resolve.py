@@ -32,6 +32,7 @@ from airflow_provider_kafka_spark.offsets.config import (
 )
 from airflow_provider_kafka_spark.offsets.errors import (
     CommitError,
+    ConfigurationError,
     DataLossError,
     IntervalNotCompleteError,
     KafkaSparkError,
@@ -145,6 +146,11 @@ def _check_subscription(subscription: object) -> None:
 
 def _list_partitions(admin: AdminClient, cluster: str, subscription: Subscription,
                      seconds: float) -> list[Key]:
+    return subscription.select(_partition_counts(admin, cluster, seconds))
+
+
+def _partition_counts(admin: AdminClient, cluster: str, seconds: float) -> dict[str, int]:
+    """``{topic: number of partitions}`` of every topic on the cluster (one metadata call)."""
     try:
         metadata = admin.list_topics(timeout=seconds)
     except KafkaException as exc:
@@ -152,9 +158,8 @@ def _list_partitions(admin: AdminClient, cluster: str, subscription: Subscriptio
             f"the Kafka cluster at {cluster} did not give its metadata within {seconds:g}s "
             f"({exc.args[0].str()}). {REACH_HELP}"
         ) from None
-    counts = {name: len(topic.partitions) for name, topic in metadata.topics.items()
-              if topic.error is None}
-    return subscription.select(counts)
+    return {name: len(topic.partitions) for name, topic in metadata.topics.items()
+            if topic.error is None}
 
 
 def resolve_offsets(
@@ -381,6 +386,11 @@ def commit_offsets(
 ) -> CommitResult:
     """Commit each partition's ``stop`` offset for ``group_id``; never move a group backwards.
 
+    Every partition is checked before any is committed: it must exist on the cluster, and
+    its ``stop`` must not be beyond the end of the log under the ranges' isolation level
+    (the last stable offset for ``read_committed``, the high watermark otherwise). One bad
+    partition is a :class:`CommitError` naming all of them, and nothing is committed.
+
     Partitions where the group's committed offset is already at or past ``stop`` are left as
     they are and reported in :attr:`CommitResult.unchanged`, unless ``allow_rewind=True``,
     which moves them back to ``stop`` (logged with the offsets before and after).
@@ -390,19 +400,29 @@ def commit_offsets(
     ``timeout`` (seconds, a positive finite number) has passed.
 
     Raises:
-        ConfigurationError: a bad ``timeout``, ``group_id``, ranges or config.
-        CommitError: the group has active members, the cluster did not answer within
-            ``timeout``, or the broker refused the commit.
+        ConfigurationError: a bad ``timeout``, ``group_id``, ``allow_rewind``, ranges or config.
+        CommitError: a partition does not exist or its stop is beyond the end of the log,
+            the group has active members, the cluster did not answer within ``timeout``, or
+            the broker refused the commit.
     """
     seconds = check_timeout(timeout)
+    if not isinstance(allow_rewind, bool):
+        raise ConfigurationError(f"allow_rewind={shown(allow_rewind)} is not a bool; pass True "
+                                 "or False.")
     offset_ranges = OffsetRanges.from_json(ranges)
     if not group_id or not isinstance(group_id, str):
-        raise OffsetSpecError("commit_offsets needs a non-empty group_id.")
+        raise ConfigurationError(f"group_id={shown(group_id)} is not a consumer group; "
+                                 "commit_offsets needs a non-empty group_id string.")
     wanted = {(r.topic, r.partition): r.stop for r in offset_ranges}
     if not wanted:
         return CommitResult(group_id)
     deadline = time.monotonic() + seconds
     admin, cluster = _admin(kafka_config)
+    try:
+        _check_commit_partitions(admin, cluster, wanted, offset_ranges.isolation_level,
+                                 deadline, group_id)
+    except OffsetResolutionError as exc:
+        raise CommitError(str(exc)) from None
 
     def describe(wait: float) -> Any:
         return admin.describe_consumer_groups([group_id], request_timeout=wait)[
@@ -451,6 +471,36 @@ def commit_offsets(
     if failed:
         raise CommitError(f"committing offsets for group {group_id!r} failed for {failed}.")
     return CommitResult(group_id, moves, unchanged)
+
+
+def _check_commit_partitions(admin: AdminClient, cluster: str, wanted: Mapping[Key, int],
+                             isolation_level: str, deadline: float, group_id: str) -> None:
+    """Every partition of ``wanted`` (``{key: stop}``) exists and its stop is not beyond the
+    end of the log under ``isolation_level``; else a :class:`CommitError` naming them all."""
+    counts = _partition_counts(admin, cluster, max(deadline - time.monotonic(), 0.001))
+    bad: dict[Key, str] = {}
+    for topic, partition in wanted:
+        if topic not in counts:
+            bad[(topic, partition)] = "no such topic"
+        elif partition >= counts[topic]:
+            bad[(topic, partition)] = (f"no such partition (the topic has partitions "
+                                       f"0..{counts[topic] - 1})")
+    present = sorted(k for k in wanted if k not in bad)
+    if present:
+        latest = _OffsetLookup(admin, cluster, present, isolation_level, deadline).offsets(
+            "latest")
+        for key in present:
+            if wanted[key] > latest[key]:
+                bad[key] = (f"stop {wanted[key]} is beyond the end of the log ({latest[key]}, "
+                            f"{isolation_level})")
+    if bad:
+        detail = "; ".join(f"{t}/{p}: {why}" for (t, p), why in sorted(bad.items())[:50])
+        raise CommitError(
+            f"nothing was committed for group {group_id!r}: {len(bad)} partition(s) of the "
+            f"ranges do not match the cluster at {cluster}: {detail}. The ranges come from "
+            "another cluster, or a topic was deleted or recreated since they were resolved: "
+            "resolve the offsets again and commit those ranges."
+        )
 
 
 def _commit_call(call: Callable[[float], T], what: str, deadline: float, cluster: str) -> T:
