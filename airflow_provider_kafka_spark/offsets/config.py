@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar
 
 from confluent_kafka import KafkaException
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, OffsetSpecError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.specs import shown
 
 log = logging.getLogger(__name__)
@@ -43,11 +43,12 @@ _CONSUMER_OVERRIDES: dict[str, Any] = {
 _warned_overrides: set[tuple[str, str]] = set()
 
 
-def check_isolation_level(isolation_level: str) -> IsolationLevel:
-    """Return ``isolation_level`` if valid, else raise :class:`OffsetSpecError`."""
-    if isolation_level not in ISOLATION_LEVELS:
-        raise OffsetSpecError(
-            f"isolation_level={isolation_level!r} is not valid; use one of {ISOLATION_LEVELS}."
+def check_isolation_level(isolation_level: object) -> IsolationLevel:
+    """Return ``isolation_level`` if valid, else raise :class:`ConfigurationError`."""
+    if not isinstance(isolation_level, str) or isolation_level not in ISOLATION_LEVELS:
+        raise ConfigurationError(
+            f"isolation_level={shown(isolation_level)} is not valid; use one of "
+            f"{ISOLATION_LEVELS}."
         )
     return isolation_level  # type: ignore[return-value]
 

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level
-from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.specs import (
     MAX_OFFSET,
     check_offset,
@@ -160,7 +160,7 @@ class OffsetRanges:
             data = load_json(data, "offset ranges", _AGAIN)
         try:
             return cls._from_document(data)
-        except OffsetSpecError as exc:
+        except ConfigurationError as exc:  # OffsetSpecError, or a bad isolation level
             raise OffsetSpecError(f"{exc} {_AGAIN}") from None
 
     @classmethod

@@ -34,8 +34,10 @@ from __future__ import annotations
 import bisect
 import functools
 import logging
+import re
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
@@ -48,13 +50,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from airflow_provider_kafka_spark.offsets.config import (
-    check_isolation_level,
+    ISOLATION_LEVELS,
+    MAX_TIMEOUT,
     check_timeout,
     consumer_config,
     new_client,
 )
-from airflow_provider_kafka_spark.offsets.errors import DataLossError, OffsetSpecError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, DataLossError
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
+from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 from airflow_provider_kafka_spark.spark.errors import KafkaReadError
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.splits import plan_splits
@@ -91,7 +95,7 @@ def kafka_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
     """``kafka_config`` as ``kafka.``-prefixed string options.
 
     Raises:
-        OffsetSpecError: a value that cannot travel as a string (a callback, a dict...).
+        ConfigurationError: a value that cannot travel as a string (a callback, a dict...).
     """
     options: dict[str, str] = {}
     for key, value in kafka_config.items():
@@ -100,7 +104,7 @@ def kafka_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
         elif isinstance(value, str | int | float):
             text = str(value)
         else:
-            raise OffsetSpecError(
+            raise ConfigurationError(
                 f"kafka_config[{key!r}] is a {type(value).__name__}; Spark executors only receive "
                 "string, number or boolean settings. Remove callbacks and objects from the config."
             )
@@ -114,12 +118,86 @@ def _config_from_options(options: Mapping[str, str]) -> dict[str, str]:
             if k.lower().startswith(KAFKA_OPTION_PREFIX)}
 
 
+@dataclass(frozen=True)
+class ReadOptions:
+    """The checked options of one ``kafka_bounded`` read (see the module docs)."""
+
+    ranges: OffsetRanges
+    kafka_config: dict[str, str]
+    isolation_level: str
+    max_records_per_split: int | None
+    include_headers: bool
+    on_data_loss: str
+    poll_timeout: float
+    lost_offsets_accumulator: int | None
+
+
+def read_options(options: Mapping[str, str]) -> ReadOptions:
+    """Parse and check the options of format ``kafka_bounded``. ``read_kafka`` calls it on the
+    driver before Spark sees the options; the reader calls it again inside Spark.
+
+    Raises:
+        ConfigurationError: a missing or invalid option; the message names it and its valid
+            values. OffsetSpecError: the ``ranges`` option is not offset ranges.
+    """
+    if "ranges" not in options:
+        raise ConfigurationError(
+            f"format {FORMAT_NAME!r} needs the 'ranges' option: an OffsetRanges JSON document "
+            "(OffsetRanges.to_json()); read_kafka sets it."
+        )
+    level = options.get("isolationLevel", "read_committed")
+    if level not in ISOLATION_LEVELS:
+        raise _bad_option("isolationLevel", level, f"use one of {ISOLATION_LEVELS}")
+    on_data_loss = options.get("onDataLoss", "fail")
+    if on_data_loss not in ("fail", "skip"):
+        raise _bad_option("onDataLoss", on_data_loss, "use 'fail' or 'skip'")
+    return ReadOptions(
+        ranges=OffsetRanges.from_json(options["ranges"]),
+        kafka_config=_config_from_options(options),
+        isolation_level=level,
+        max_records_per_split=_int_option(options, "maxRecordsPerSplit",
+                                          "pass a positive int (offsets per split)", minimum=1),
+        include_headers=_bool_option(options, "includeHeaders", True),
+        on_data_loss=on_data_loss,
+        poll_timeout=_seconds_option(options, "pollTimeout", DEFAULT_POLL_TIMEOUT),
+        lost_offsets_accumulator=_int_option(options, LOST_OFFSETS_OPTION,
+                                             "pass an int (the id of a Spark accumulator)",
+                                             minimum=0),
+    )
+
+
+def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:
+    return ConfigurationError(
+        f"option {name}={shown(value)} of format {FORMAT_NAME!r} is not valid; {expected}.")
+
+
+def _int_option(options: Mapping[str, str], name: str, expected: str,
+                minimum: int) -> int | None:
+    value = options.get(name)
+    if not value:
+        return None
+    if not re.fullmatch(r"[0-9]{1,19}", value) or not minimum <= int(value) <= MAX_OFFSET:
+        raise _bad_option(name, value, expected)
+    return int(value)
+
+
+def _seconds_option(options: Mapping[str, str], name: str, default: float) -> float:
+    value = options.get(name)
+    if value is None:
+        return default
+    try:
+        return check_timeout(float(value), name)
+    except (ValueError, ConfigurationError):  # not a number, or not a timeout
+        raise _bad_option(name, value, f"pass a positive number of seconds (at most "
+                                       f"{MAX_TIMEOUT:.0f})") from None
+
+
 def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     value = options.get(name)
     if value is None:
         return default
     if value.lower() not in ("true", "false"):
-        raise OffsetSpecError(f"option {name}={value!r} must be 'true' or 'false'.")
+        raise _bad_option(name, value, "use 'true' or 'false'")
     return value.lower() == "true"
 
 
@@ -170,27 +248,19 @@ class KafkaBoundedReader(DataSourceReader):
     """Plans splits on the driver; reads each one on an executor with :func:`read_split`."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
-        if "ranges" not in options:
-            raise OffsetSpecError(
-                f"format {FORMAT_NAME!r} needs the 'ranges' option: an OffsetRanges JSON document."
-            )
-        self.ranges = OffsetRanges.from_json(options["ranges"])
-        self.kafka_config = _config_from_options(options)
-        self.isolation_level = check_isolation_level(
-            options.get("isolationLevel", "read_committed"))
-        max_records = options.get("maxRecordsPerSplit")
-        self.max_records_per_split = int(max_records) if max_records else None
+        checked = read_options(options)
+        self.ranges = checked.ranges
+        self.kafka_config = checked.kafka_config
+        self.isolation_level = checked.isolation_level
+        self.max_records_per_split = checked.max_records_per_split
         self.include_headers = "headers" in schema.fieldNames()
-        self.on_data_loss = options.get("onDataLoss", "fail")
-        if self.on_data_loss not in ("fail", "skip"):
-            raise OffsetSpecError(
-                f"onDataLoss={self.on_data_loss!r} is not valid; use 'fail' or 'skip'.")
-        self.poll_timeout = float(options.get("pollTimeout", DEFAULT_POLL_TIMEOUT))
+        self.on_data_loss = checked.on_data_loss
+        self.poll_timeout = checked.poll_timeout
         self.schema = schema
-        accumulator_id = options.get(LOST_OFFSETS_OPTION)
+        accumulator_id = checked.lost_offsets_accumulator
         # Pickled with the reader: each task registers it and Spark sends its adds back.
-        self.lost_offsets = (Accumulator(int(accumulator_id), {}, SplitLosses())
-                             if accumulator_id else None)
+        self.lost_offsets = (Accumulator(accumulator_id, {}, SplitLosses())
+                             if accumulator_id is not None else None)
 
     def partitions(self) -> list[InputPartition]:
         return [KafkaSplit(s) for s in plan_splits(self.ranges, self.max_records_per_split)]

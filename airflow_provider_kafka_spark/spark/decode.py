@@ -24,6 +24,7 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.spark.errors import DecodeError
 
 Format = Literal["bytes", "string", "json"]
@@ -56,10 +57,21 @@ def decode_kafka(
             records the job saw) once an action has run.
 
     Raises:
-        DecodeError: an unknown format or policy, or a missing/unneeded/invalid schema.
+        DecodeError: ``df`` lacks read_kafka's columns, an unknown format or policy, a
+            missing/unneeded/invalid schema, or an ``observation`` that is not one.
     """
+    needed = ("key", "value", "topic", "partition", "offset")
+    if not isinstance(df, DataFrame) or not set(needed) <= set(df.columns):
+        got = (f"a DataFrame with the columns {df.columns}" if isinstance(df, DataFrame)
+               else shown(df))
+        raise DecodeError(f"decode_kafka needs a DataFrame with the columns {list(needed)}, got "
+                          f"{got}; pass the DataFrame of read_kafka.")
     if on_corrupt not in ON_CORRUPT:
-        raise DecodeError(f"on_corrupt={on_corrupt!r} is not valid; use one of {ON_CORRUPT}.")
+        raise DecodeError(f"on_corrupt={shown(on_corrupt)} is not valid; use one of "
+                          f"{ON_CORRUPT}.")
+    if observation is not None and not isinstance(observation, Observation):
+        raise DecodeError(f"observation={shown(observation)} is not an Observation; pass a "
+                          "pyspark.sql.Observation (or None).")
     key, key_bad = _decoder("key", key_format, key_schema)
     value, value_bad = _decoder("value", value_format, value_schema)
     corrupt = key_bad | value_bad
@@ -92,9 +104,10 @@ def decode_kafka(
 def _decoder(column: str, fmt: str, schema: str | StructType | None) -> tuple[Column, Column]:
     """(decoded column named ``column``, is-corrupt condition) for one of key/value."""
     if fmt not in FORMATS:
-        raise DecodeError(f"{column}_format={fmt!r} is not valid; use one of {FORMATS}.")
+        raise DecodeError(f"{column}_format={shown(fmt)} is not valid; use one of {FORMATS}.")
     if fmt != "json" and schema is not None:
-        raise DecodeError(f"{column}_schema is only used with {column}_format='json'.")
+        raise DecodeError(f"{column}_schema is only used with {column}_format='json'; remove "
+                          f"it, or pass {column}_format='json'.")
     raw = F.col(column)
     if fmt == "bytes":
         return raw.alias(column), F.lit(False)
@@ -116,12 +129,17 @@ def _struct(column: str, schema: str | StructType | None) -> StructType:
                           "'id long, name string'.")
     if isinstance(schema, StructType):
         return schema
+    if not isinstance(schema, str):
+        raise DecodeError(f"{column}_schema={shown(schema)} is not a schema; pass a DDL string "
+                          "such as 'id long, name string' or a StructType.")
     try:
         parsed = StructType.fromDDL(schema)
     except Exception as exc:  # Spark's parser raises several exception types.
-        raise DecodeError(f"{column}_schema {schema!r} is not a valid DDL schema: {exc}") from None
+        raise DecodeError(f"{column}_schema {shown(schema)} is not a valid DDL schema: {exc} "
+                          "Write it as 'id long, name string'.") from None
     if not isinstance(parsed, StructType):
-        raise DecodeError(f"{column}_schema {schema!r} must describe columns, e.g. 'id long'.")
+        raise DecodeError(f"{column}_schema {shown(schema)} must describe columns, e.g. "
+                          "'id long'.")
     return parsed
 
 

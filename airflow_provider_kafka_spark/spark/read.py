@@ -20,9 +20,9 @@ from airflow_provider_kafka_spark.offsets.config import (
     cluster_name,
 )
 from airflow_provider_kafka_spark.offsets.errors import (
+    ConfigurationError,
     DataLossError,
     OffsetResolutionError,
-    OffsetSpecError,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.resolve import (
@@ -30,6 +30,7 @@ from airflow_provider_kafka_spark.offsets.resolve import (
     admin_client,
     cluster_failure,
 )
+from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.spark.datasource import (
     DEFAULT_POLL_TIMEOUT,
     FORMAT_NAME,
@@ -38,13 +39,17 @@ from airflow_provider_kafka_spark.spark.datasource import (
     SplitKey,
     SplitLosses,
     kafka_options,
+    read_options,
 )
 from airflow_provider_kafka_spark.spark.errors import (
     SparkKafkaSourceMissingError,
 )
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.session import spark_kafka_package
-from airflow_provider_kafka_spark.spark.splits import default_max_records_per_split
+from airflow_provider_kafka_spark.spark.splits import (
+    check_max_records_per_split,
+    default_max_records_per_split,
+)
 
 log = logging.getLogger(__name__)
 
@@ -151,21 +156,35 @@ def read_kafka(
     or skips them (``"skip"``; pass ``lost=`` to count them). Wrap the action in
     :func:`kafka_errors` to get :class:`DataLossError` / :class:`KafkaReadError` back.
 
+    Every argument is checked here, on the driver, before Spark or Kafka is asked anything.
+
     Raises:
-        OffsetSpecError: invalid ranges or options.
+        ConfigurationError: an invalid argument or client config (the message names it and
+            what to pass). OffsetSpecError: ``ranges`` are not offset ranges.
+        OffsetResolutionError: the cluster did not answer within ``timeout`` seconds.
         DataLossError: the start of a range is below the partition's log start offset and
             ``on_data_loss="fail"``.
         SparkKafkaSourceMissingError: ``engine="spark-kafka"`` without the package.
     """
+    _check_session(spark)
     offset_ranges = OffsetRanges.from_json(ranges)
     level = check_isolation_level(isolation_level)
     if engine not in ENGINES:
-        raise OffsetSpecError(f"engine={engine!r} is not valid; use one of {ENGINES}.")
+        raise ConfigurationError(f"engine={shown(engine)} is not valid; use one of {ENGINES}.")
     if on_data_loss not in ("fail", "skip"):
-        raise OffsetSpecError(f"on_data_loss={on_data_loss!r} is not valid; use 'fail' or 'skip'.")
+        raise ConfigurationError(f"on_data_loss={shown(on_data_loss)} is not valid; use 'fail' "
+                                 "or 'skip'.")
+    if not isinstance(include_headers, bool):
+        raise ConfigurationError(f"include_headers={shown(include_headers)} is not a bool; pass "
+                                 "True or False.")
+    check_max_records_per_split(max_records_per_split)
+    if lost is not None and not isinstance(lost, LostOffsets):
+        raise ConfigurationError(f"lost={shown(lost)} is not a LostOffsets; pass a new "
+                                 "LostOffsets() (or None).")
     poll_seconds = check_timeout(poll_timeout, "poll_timeout")
     seconds = check_timeout(timeout)
     config = client_config(kafka_config)
+    client_options = kafka_options(config)  # checks that the config can travel to executors
     if offset_ranges.is_empty():
         if lost is not None:
             lost._track(offset_ranges.lost, None)
@@ -188,20 +207,27 @@ def read_kafka(
     if engine == "spark-kafka":
         return _read_spark_kafka(spark, offset_ranges, config, level, max_records_per_split,
                                  include_headers, on_data_loss)
-    spark.dataSource.register(KafkaBoundedDataSource)
-    reader = (
-        spark.read.format(FORMAT_NAME)
-        .option("ranges", offset_ranges.to_json())
-        .option("isolationLevel", level)
-        .option("maxRecordsPerSplit", str(max_records_per_split))
-        .option("includeHeaders", str(include_headers).lower())
-        .option("onDataLoss", on_data_loss)
-        .option("pollTimeout", str(poll_seconds))
-        .options(**kafka_options(config))
-    )
+    options = {
+        "ranges": offset_ranges.to_json(),
+        "isolationLevel": level,
+        "maxRecordsPerSplit": str(max_records_per_split),
+        "includeHeaders": str(include_headers).lower(),
+        "onDataLoss": on_data_loss,
+        "pollTimeout": str(poll_seconds),
+        **client_options,
+    }
     if during_read is not None:
-        reader = reader.option(LOST_OFFSETS_OPTION, str(during_read.aid))
-    return reader.load()
+        options[LOST_OFFSETS_OPTION] = str(during_read.aid)
+    read_options(options)  # the data source's own checks, before Spark sees the options
+    spark.dataSource.register(KafkaBoundedDataSource)
+    return spark.read.format(FORMAT_NAME).options(**options).load()
+
+
+def _check_session(spark: object) -> None:
+    """A classic or Spark Connect session (they share no base class)."""
+    if not (hasattr(spark, "read") and callable(getattr(spark, "createDataFrame", None))):
+        raise ConfigurationError(f"spark={shown(spark)} is not a SparkSession; pass a "
+                                 "SparkSession, e.g. spark_session() or the active one.")
 
 
 def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,

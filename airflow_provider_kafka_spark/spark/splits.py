@@ -11,8 +11,9 @@ import math
 from collections.abc import Iterable
 from itertools import pairwise
 
-from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
+from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 
 # Below this many offsets a split is not worth a Spark task of its own.
 MIN_RECORDS_PER_SPLIT = 50_000
@@ -25,8 +26,24 @@ def default_max_records_per_split(total: int, parallelism: int) -> int:
     reads are not cut into tasks that cost more to schedule than to run.
     """
     if parallelism < 1:
-        raise OffsetSpecError(f"parallelism={parallelism} must be >= 1.")
+        raise ConfigurationError(f"parallelism={parallelism} must be >= 1; check the session's "
+                                 "spark.default.parallelism.")
     return max(math.ceil(total / parallelism), MIN_RECORDS_PER_SPLIT)
+
+
+def check_max_records_per_split(value: object) -> int | None:
+    """``value`` if it is None or a positive int (not a bool) of at most :data:`MAX_OFFSET`.
+
+    Raises:
+        ConfigurationError: anything else.
+    """
+    if value is None or (not isinstance(value, bool) and isinstance(value, int)
+                         and 1 <= value <= MAX_OFFSET):
+        return value
+    raise ConfigurationError(
+        f"max_records_per_split={shown(value)} is not valid; pass a positive int or None "
+        "(None: one split per range)."
+    )
 
 
 def plan_splits(
@@ -38,16 +55,9 @@ def plan_splits(
     sorted by (topic, partition, start).
 
     Raises:
-        OffsetSpecError: ``max_records_per_split`` is not a positive int.
+        ConfigurationError: ``max_records_per_split`` is not a positive int or None.
     """
-    if max_records_per_split is not None and (
-        isinstance(max_records_per_split, bool)
-        or not isinstance(max_records_per_split, int)
-        or max_records_per_split < 1
-    ):
-        raise OffsetSpecError(
-            f"max_records_per_split={max_records_per_split!r} must be a positive int or None."
-        )
+    check_max_records_per_split(max_records_per_split)
     splits: list[PartitionRange] = []
     for r in ranges:
         if r.size == 0:

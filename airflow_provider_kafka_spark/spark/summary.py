@@ -9,7 +9,11 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
+from airflow_provider_kafka_spark.offsets.specs import shown
+
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_COLUMNS = ("topic", "partition", "offset", "timestamp")
 
 
 @dataclass(frozen=True, order=True)
@@ -51,7 +55,16 @@ def summarize(df: DataFrame) -> list[PartitionSummary]:
     :func:`~airflow_provider_kafka_spark.spark.read_kafka`. Runs one aggregation job;
     partitions without records are absent. Timestamps come back in UTC whatever the session
     time zone (Spark returns naive datetimes in the driver's local time; they are converted).
+
+    Raises:
+        ConfigurationError: ``df`` is not a DataFrame with those columns.
     """
+    if not isinstance(df, DataFrame) or not set(_COLUMNS) <= set(df.columns):
+        got = (f"a DataFrame with the columns {df.columns}" if isinstance(df, DataFrame)
+               else shown(df))
+        raise ConfigurationError(f"summarize needs a DataFrame with the columns "
+                                 f"{list(_COLUMNS)}, got {got}; pass the DataFrame of "
+                                 "read_kafka.")
     rows = (
         df.groupBy("topic", "partition")
         .agg(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -17,10 +18,12 @@ from airflow_provider_kafka_spark.offsets import (
     KafkaSparkError,
     OffsetRanges,
     OffsetResolutionError,
+    OffsetSpecError,
     PartitionRange,
 )
 from airflow_provider_kafka_spark.offsets.specs import shown
-from airflow_provider_kafka_spark.spark import read_kafka
+from airflow_provider_kafka_spark.spark import DecodeError, decode_kafka, read_kafka, summarize
+from airflow_provider_kafka_spark.spark.datasource import read_options
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -75,3 +78,108 @@ def test_an_unreachable_cluster_is_an_offset_resolution_error(
     assert f"bootstrap.servers='{unreachable['bootstrap.servers']}'" in message
     assert "raise timeout=" in message
     assert time.monotonic() - started < 6
+
+
+# --- Class 9: read_kafka's arguments are checked on the driver, before Spark sees them ---
+
+@pytest.fixture(scope="module")
+def records(kafka_config: dict[str, Any], kafka_admin: Any) -> Iterator[OffsetRanges]:
+    """A topic with three records: the ranges of all of them."""
+    from confluent_kafka.admin import NewTopic
+
+    from tests.kafka_data import produce
+
+    name = f"hostile-read-{uuid.uuid4().hex[:8]}"
+    kafka_admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    produce(kafka_config, name, [(0, None, b"v", int(time.time() * 1000))] * 3)
+    yield OffsetRanges((PartitionRange(name, 0, 0, 3),))
+    kafka_admin.delete_topics([name])[name].result(30)
+
+
+READ_CASES: list[tuple[dict[str, Any], type[KafkaSparkError], str]] = [
+    *[({"max_records_per_split": v}, ConfigurationError, "pass a positive int or None")
+      for v in (0, -1, 1.5, True, "10", 2**64)],
+    *[({"include_headers": v}, ConfigurationError, "pass True or False")
+      for v in ("false", 1, None)],
+    *[({"engine": v}, ConfigurationError, "use one of ('python', 'spark-kafka')")
+      for v in ("spark", "PYTHON", None, ["python"])],
+    *[({"isolation_level": v}, ConfigurationError, "use one of ('read_committed', ")
+      for v in ("dirty", None, "READ_COMMITTED")],
+    *[({"on_data_loss": v}, ConfigurationError, "use 'fail' or 'skip'")
+      for v in ("ignore", None, True)],
+    *[({"lost": v}, ConfigurationError, "pass a new LostOffsets()") for v in ("x", {})],
+    ({"kafka_config": {"error_cb": print}}, ConfigurationError,
+     "Spark executors only receive string, number or boolean settings"),
+    ({"kafka_config": {"sasl.jaas.config": "x"}}, ConfigurationError, "sasl.username"),
+    ({"ranges": '{"version": 1, "ranges": [{"topic": "t", "partition": 0, "start": 5, '
+                '"stop": 2}], "resolved_at": "2024-05-01T00:00:00+00:00"}'},
+     OffsetSpecError, "start 5 is after stop 2"),
+    ({"spark": None}, ConfigurationError, "pass a SparkSession"),
+]
+
+
+@pytest.mark.parametrize(("change", "error", "fragment"), READ_CASES,
+                         ids=[f"read{i}" for i in range(len(READ_CASES))])
+def test_a_bad_read_argument_is_raised_before_the_read(
+        spark: Any, kafka_config: dict[str, Any], records: OffsetRanges,
+        change: dict[str, Any], error: type[KafkaSparkError], fragment: str) -> None:
+    arguments: dict[str, Any] = {"spark": spark, "ranges": records, "kafka_config": kafka_config}
+    for name, value in change.items():
+        arguments[name] = {**kafka_config, **value} if name == "kafka_config" else value
+    # count(): without the checks, Spark would fail here with an AnalysisException.
+    assert_error(lambda: read_kafka(**arguments).count(), error, fragment)
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "fragment"),
+    [("maxRecordsPerSplit", "0", "a positive int"), ("maxRecordsPerSplit", "x", "a positive int"),
+     ("pollTimeout", "-1", "a positive number of seconds"),
+     ("pollTimeout", "nan", "a positive number of seconds"),
+     ("includeHeaders", "yes", "'true' or 'false'"), ("onDataLoss", "ignore", "'fail' or 'skip'"),
+     ("isolationLevel", "dirty", "read_committed"), ("lostOffsetsAccumulator", "x", "an int")],
+)
+def test_bad_data_source_options_are_configuration_errors(
+        kafka_config: dict[str, Any], records: OffsetRanges, option: str, value: str,
+        fragment: str) -> None:
+    options = {"ranges": records.to_json(), "kafka.bootstrap.servers": "a:1", option: value}
+    message = assert_error(lambda: read_options(options), ConfigurationError, fragment)
+    assert message.startswith(f"option {option}={value!r} of format 'kafka_bounded'")
+
+
+def test_the_ranges_option_is_required() -> None:
+    assert_error(lambda: read_options({}), ConfigurationError, "needs the 'ranges' option")
+
+
+# --- Class 9: decode_kafka and summarize check their arguments ---
+
+@pytest.fixture(scope="module")
+def frame(spark: Any, kafka_config: dict[str, Any], records: OffsetRanges) -> Any:
+    return read_kafka(spark, records, kafka_config)
+
+
+DECODE_CASES: list[tuple[dict[str, Any], str]] = [
+    *[({"key_format": v}, "use one of ('bytes', 'string', 'json')")
+      for v in ("avro", None, ["json"])],
+    *[({"value_format": "json", "value_schema": v}, "a DDL string such as 'id long")
+      for v in (5, ["id long"])],
+    ({"value_format": "json", "value_schema": "id lon g,"}, "is not a valid DDL schema"),
+    ({"value_format": "json", "value_schema": "int"}, "must describe columns"),
+    ({"value_format": "json"}, "needs value_schema"),
+    ({"on_corrupt": None}, "use one of ('fail', 'skip', 'dead_letter')"),
+    ({"observation": "corrupt"}, "pass a pyspark.sql.Observation"),
+]
+
+
+@pytest.mark.parametrize(("arguments", "fragment"), DECODE_CASES,
+                         ids=[f"decode{i}" for i in range(len(DECODE_CASES))])
+def test_a_bad_decode_argument_is_a_decode_error(frame: Any, arguments: dict[str, Any],
+                                                 fragment: str) -> None:
+    assert_error(lambda: decode_kafka(frame, **arguments).collect(), DecodeError, fragment)
+
+
+def test_decode_and_summarize_need_a_kafka_dataframe(spark: Any) -> None:
+    for df in (None, "df", spark.range(3)):
+        assert_error(lambda df=df: decode_kafka(df).collect(), DecodeError,
+                     "pass the DataFrame of read_kafka")
+        assert_error(lambda df=df: summarize(df), ConfigurationError,
+                     "pass the DataFrame of read_kafka")

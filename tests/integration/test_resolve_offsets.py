@@ -21,6 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from airflow_provider_kafka_spark.offsets import (
     CommitError,
+    ConfigurationError,
     DataLossError,
     IntervalNotCompleteError,
     OffsetRanges,
@@ -243,7 +244,7 @@ def test_bad_input_is_a_clear_error(kafka_config, topic, start, stop, kwargs, me
     def fill(spec: object) -> object:
         return {topic: spec["T"]} if isinstance(spec, dict) else spec
 
-    with pytest.raises((OffsetSpecError, OffsetResolutionError), match=message):
+    with pytest.raises((ConfigurationError, OffsetResolutionError), match=message):
         resolve(kafka_config, topic, fill(start), fill(stop), **kwargs)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_provider_kafka_spark.offsets import DataLossError, OffsetSpecError, PartitionRange
+from airflow_provider_kafka_spark.offsets import ConfigurationError, DataLossError, PartitionRange
 from airflow_provider_kafka_spark.spark import KafkaReadError, plan_splits, spark_kafka_package
 from airflow_provider_kafka_spark.spark.datasource import kafka_options
 from airflow_provider_kafka_spark.spark.errors import executor_error
@@ -46,7 +46,7 @@ def test_every_offset_exactly_once_for_many_shapes() -> None:
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
 def test_invalid_split_size(bad: object) -> None:
-    with pytest.raises(OffsetSpecError, match="max_records_per_split"):
+    with pytest.raises(ConfigurationError, match="max_records_per_split"):
         plan_splits([PartitionRange("t", 0, 0, 1)], bad)  # type: ignore[arg-type]
 
 
@@ -63,7 +63,7 @@ def test_kafka_options_are_prefixed_strings() -> None:
                           "fetch.max.bytes": 1024}) == {
         "kafka.bootstrap.servers": "h:1", "kafka.enable.idempotence": "true",
         "kafka.fetch.max.bytes": "1024"}
-    with pytest.raises(OffsetSpecError, match=r"kafka_config\['error_cb'\] is a function"):
+    with pytest.raises(ConfigurationError, match=r"kafka_config\['error_cb'\] is a function"):
         kafka_options({"error_cb": lambda e: None})
 
 
