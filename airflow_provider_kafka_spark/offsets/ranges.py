@@ -207,7 +207,8 @@ def _check_resolved_at(resolved_at: object) -> None:
         resolved_at.astimezone(UTC)
     except OverflowError:
         raise OffsetSpecError(f"OffsetRanges resolved_at={resolved_at.isoformat()} is out of "
-                              "range: it is after 9999-12-31 in UTC.") from None
+                              "range: it is after 9999-12-31 in UTC; pass a time such as "
+                              "datetime.now(UTC).") from None
 
 
 def _checked_offsets(values: object, name: str,

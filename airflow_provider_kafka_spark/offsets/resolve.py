@@ -216,10 +216,14 @@ def resolve_offsets(
     stop_spec = parse_offset_spec(stopping)
     level = check_isolation_level(isolation_level)
     if on_data_loss not in ("fail", "skip"):
-        raise OffsetSpecError(f"on_data_loss={on_data_loss!r} is not valid; use 'fail' or 'skip'.")
+        raise ConfigurationError(f"on_data_loss={shown(on_data_loss)} is not valid; use 'fail' "
+                                 "or 'skip'.")
     if on_open_transaction not in ("fail", "truncate"):
-        raise OffsetSpecError(f"on_open_transaction={on_open_transaction!r} is not valid; use "
-                              "'fail' or 'truncate'.")
+        raise ConfigurationError(f"on_open_transaction={shown(on_open_transaction)} is not "
+                                 "valid; use 'fail' or 'truncate'.")
+    if group_id is not None and not isinstance(group_id, str):
+        raise ConfigurationError(f"group_id={shown(group_id)} is not a consumer group; pass the "
+                                 "consumer group's id as a string (or None).")
     _check_subscription(subscription)
     specs = (start_spec, stop_spec)
     if any(_needs_group(s) for s in specs) and not group_id:
@@ -229,7 +233,8 @@ def resolve_offsets(
     if (isinstance(start_spec, Timestamp) and isinstance(stop_spec, Timestamp)
             and start_spec.millis > stop_spec.millis):
         raise OffsetSpecError(
-            f"the starting time {start_spec} is after the stopping time {stop_spec}."
+            f"the starting time {start_spec} is after the stopping time {stop_spec}; swap them, "
+            "or check the times (the start is inclusive, the stop exclusive)."
         )
 
     deadline = time.monotonic() + seconds
@@ -466,10 +471,15 @@ def commit_offsets(
 
     result = _commit_call(alter, f"committing offsets for group {group_id!r}", deadline,
                           cluster)
-    failed = [f"{tp.topic}/{tp.partition}: {tp.error}" for tp in result.topic_partitions
+    failed = [f"{tp.topic}/{tp.partition}: {tp.error.str()}" for tp in result.topic_partitions
               if tp.error is not None]
     if failed:
-        raise CommitError(f"committing offsets for group {group_id!r} failed for {failed}.")
+        raise CommitError(
+            f"the cluster at {cluster} refused to commit offsets of group {group_id!r} for "
+            f"{len(failed)} partition(s): {'; '.join(failed[:50])}. The other partitions were "
+            "committed. Fix the cause (ACLs, a member that joined the group meanwhile) and "
+            "commit again: commit_offsets never moves a group backwards, so a repeat is safe."
+        )
     return CommitResult(group_id, moves, unchanged)
 
 
@@ -583,7 +593,9 @@ def _offsets_for(
     unknown = sorted(set(spec.offsets) - set(partitions))
     if unknown:
         raise OffsetResolutionError(
-            f"{role} offsets name partitions that are not subscribed or do not exist: {unknown}."
+            f"{role} offsets name partitions that are not subscribed or do not exist: "
+            f"{unknown[:50]}. List only partitions of the subscription ({len(partitions)} "
+            "partition(s)), or subscribe to these partitions too."
         )
     unlisted = [k for k in partitions if k not in spec.offsets]
     if unlisted and spec.default is None:
@@ -599,7 +611,9 @@ def _offsets_for(
     if beyond:
         raise OffsetResolutionError(
             f"{role} offsets are beyond the end of the log ({lookup.isolation_level}): "
-            f"{'; '.join(beyond[:50])}."
+            f"{'; '.join(beyond[:50])}. Use offsets up to the end of the log (or 'latest'); "
+            "under read_committed an open transaction holds the end back: wait for it, or "
+            "resolve with isolation_level='read_uncommitted'."
         )
     return {k: spec.offsets[k] if k in spec.offsets else defaults[k] for k in partitions}
 

@@ -226,11 +226,15 @@ def test_explicit_offsets(kafka_config, topic):
 @pytest.mark.parametrize(
     ("start", "stop", "kwargs", "message"),
     [
-        ("earliest", {"T": {"0": 11, "1": 0, "2": 0}}, {}, r"beyond the end of the log.*/0: 11"),
+        ("earliest", {"T": {"0": 11, "1": 0, "2": 0}}, {},
+         r"beyond the end of the log.*/0: 11.*Use offsets up to the end of the log"),
         # p2 offset 6 exists, but is not readable under read_committed (LSO 5).
-        ({"T": {"0": 0, "1": 0, "2": 6}}, "latest", {}, r"beyond.*/2: 6 > latest 5"),
+        ({"T": {"0": 0, "1": 0, "2": 6}}, "latest", {},
+         r"beyond.*/2: 6 > latest 5.*isolation_level='read_uncommitted'"),
         ({"T": {"0": 1}}, "latest", {}, r"do not list 2 subscribed partition"),
-        ({"T": {"0": 1, "1": 1, "2": 1, "3": 0}}, "latest", {}, r"not subscribed or do not exist"),
+        ({"T": {"0": 1, "1": 1, "2": 1, "3": 0}}, "latest", {},
+         r"not subscribed or do not exist: \[\('.*', 3\)\]\. List only partitions of the "
+         r"subscription"),
         ({"T": {"0": 5, "1": 5, "2": 5}}, {"T": {"0": 4, "1": 5, "2": 5}}, {},
          r"after the stopping offsets for 1 partition.*/0 start 5 > stop 4"),
         ("latest", "earliest", {}, r"after the stopping offsets for 3 partition"),

@@ -17,6 +17,7 @@ from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     KafkaSparkError,
     OffsetRanges,
+    OffsetResolutionError,
     OffsetSpecError,
     PartitionRange,
     SpecificOffsets,
@@ -348,3 +349,51 @@ def test_a_config_error_stops_resolve_and_commit_before_any_request() -> None:
 def test_kafka_config_must_be_a_mapping() -> None:
     assert_error(lambda: admin_client([("bootstrap.servers", "a:9092")]),  # type: ignore[arg-type]
                  ConfigurationError, "must be a dict of librdkafka settings")
+
+
+# --- Class 10: every message says what was wrong and what to do ---
+
+CLUSTER = {"orders": 2, "__consumer_offsets": 50}
+REMEDY_CASES: list[tuple[Callable[[], object], type[KafkaSparkError], tuple[str, ...]]] = [
+    (lambda: resolve_offsets(UNREACHABLE, Subscription.topics("t"), "earliest", "latest",
+                             on_data_loss="ignore"),
+     ConfigurationError, ("on_data_loss='ignore'", "use 'fail' or 'skip'")),
+    (lambda: resolve_offsets(UNREACHABLE, Subscription.topics("t"), "earliest", "latest",
+                             on_open_transaction="wait"),
+     ConfigurationError, ("on_open_transaction='wait'", "use 'fail' or 'truncate'")),
+    (lambda: resolve_offsets(UNREACHABLE, Subscription.topics("t"), "committed", "latest",
+                             group_id=5),  # type: ignore[arg-type]
+     ConfigurationError, ("group_id=5", "pass the consumer group's id as a string")),
+    (lambda: resolve_offsets(UNREACHABLE, Subscription.topics("t"), "committed", "latest"),
+     OffsetSpecError, ("needs group_id", "pass the consumer group")),
+    (lambda: resolve_offsets(UNREACHABLE, Subscription.topics("t"), Timestamp(5), Timestamp(4)),
+     OffsetSpecError, ("is after the stopping time", "swap them")),
+    (lambda: resolve_offsets(UNREACHABLE, "orders", "earliest", "latest"),
+     OffsetSpecError, ("is not a Subscription", "Subscription.topics(")),
+    (lambda: Subscription.pattern("(orders"),
+     OffsetSpecError, ("is not a valid regex", "Fix it")),
+    (lambda: Subscription.topics("nope").select(CLUSTER),
+     OffsetResolutionError, ("unknown topic(s) ['nope']", "Create them or fix the names")),
+    (lambda: Subscription.pattern("x.*").select(CLUSTER),
+     OffsetResolutionError, ("matches no topic", "Fix the pattern")),
+    (lambda: Subscription.partitions([("orders", 2), ("nope", 0)]).select(CLUSTER),
+     OffsetResolutionError, ("unknown partition(s)", "orders: partitions 0..1",
+                             "nope: no such topic", "Fix the partition numbers")),
+    (lambda: OffsetRanges((), resolved_at=datetime(9999, 12, 31, 23,
+                                                   tzinfo=timezone(timedelta(hours=-5)))),
+     OffsetSpecError, ("is out of range", "pass a time such as datetime.now(UTC)")),
+    (lambda: parse_offset_spec('{"t": [1]}'),
+     OffsetSpecError, ("explicit offsets must map topic", 'such as {"topic": {"0": 23}}')),
+    (lambda: commit_offsets(UNREACHABLE, "", RANGES),
+     ConfigurationError, ("group_id=''", "a non-empty group_id string")),
+]
+
+
+@pytest.mark.parametrize(("call", "error", "fragments"), REMEDY_CASES,
+                         ids=[f"remedy{i}" for i in range(len(REMEDY_CASES))])
+def test_messages_say_what_was_wrong_and_what_to_do(
+        call: Callable[[], object], error: type[KafkaSparkError],
+        fragments: tuple[str, ...]) -> None:
+    message = assert_error(call, error, fragments[0])
+    for fragment in fragments[1:]:
+        assert fragment in message, message
