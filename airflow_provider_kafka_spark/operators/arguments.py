@@ -26,7 +26,7 @@ from datetime import timedelta
 from os import PathLike
 from typing import Any
 
-from airflow_provider_kafka_spark.offsets import ConfigurationError
+from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges, OffsetSpecError
 
 TEMPLATE_MARKERS: tuple[str, ...] = ("{{", "{%", "{#")
 """A string holding one of these is a Jinja template (Airflow's default delimiters)."""
@@ -154,3 +154,18 @@ def check_mapping(owner: str, name: str, value: Any, *, meaning: str,
         raise bad_argument(owner, name, value, f"pass a dict of {meaning} with string keys"
                                                + (", or None" if allow_none else ""))
     return dict(value)
+
+
+def parse_ranges(owner: str, ranges: Any) -> OffsetRanges:
+    """``ranges`` (the resolve task's XCom, its JSON, or ``OffsetRanges``), parsed.
+
+    Raises:
+        OffsetSpecError: they are not offset ranges (the message names ``owner``).
+    """
+    try:
+        return OffsetRanges.from_json(ranges)
+    except OffsetSpecError as exc:
+        raise OffsetSpecError(
+            f"{owner}: ranges={shown(ranges, 200)} are not offset ranges: {exc} "
+            "Pass the resolve task's XCom (ranges=resolve.output) or its JSON."
+        ) from None

@@ -9,7 +9,6 @@ from airflow_provider_kafka_spark.offsets import (
     CommitResult,
     ConfigurationError,
     OffsetRanges,
-    OffsetSpecError,
     commit_offsets,
 )
 from airflow_provider_kafka_spark.operators.arguments import (
@@ -17,7 +16,7 @@ from airflow_provider_kafka_spark.operators.arguments import (
     check_seconds,
     check_text,
     checkable,
-    shown,
+    parse_ranges,
 )
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, bool_param
 
@@ -90,18 +89,8 @@ class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
                    meaning="a consumer group id, or None for the ranges' group")
 
     def offset_ranges(self) -> OffsetRanges:
-        """The (rendered) ``ranges`` argument, parsed.
-
-        Raises:
-            OffsetSpecError: they are not offset ranges (the message names the task).
-        """
-        try:
-            return OffsetRanges.from_json(self.ranges)
-        except OffsetSpecError as exc:
-            raise OffsetSpecError(
-                f"{self.task_id}: ranges={shown(self.ranges, 200)} are not offset ranges: {exc} "
-                "Pass the resolve task's XCom (ranges=resolve.output) or its JSON."
-            ) from None
+        """The (rendered) ``ranges`` argument, parsed (see :func:`parse_ranges`)."""
+        return parse_ranges(self.task_id, self.ranges)
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.check_arguments(rendered=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
-from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges, OffsetSpecError
+from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges
 from airflow_provider_kafka_spark.operators.arguments import (
     bad_argument,
     check_bool,
@@ -22,6 +22,7 @@ from airflow_provider_kafka_spark.operators.arguments import (
     check_text,
     check_topic_name,
     checkable,
+    parse_ranges,
     shown,
 )
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
@@ -282,18 +283,8 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
                                "that sink", problem="does not apply to this sink")
 
     def offset_ranges(self) -> OffsetRanges:
-        """The (rendered) ``ranges`` argument, parsed.
-
-        Raises:
-            OffsetSpecError: they are not offset ranges (the message names the task).
-        """
-        try:
-            return OffsetRanges.from_json(self.ranges)
-        except OffsetSpecError as exc:
-            raise OffsetSpecError(
-                f"{self.task_id}: ranges={shown(self.ranges, 200)} are not offset ranges: {exc} "
-                "Pass the resolve task's XCom (ranges=resolve.output) or its JSON."
-            ) from None
+        """The (rendered) ``ranges`` argument, parsed (see :func:`parse_ranges`)."""
+        return parse_ranges(self.task_id, self.ranges)
 
     @cached_property
     def spark_hook(self) -> SparkHook:
