@@ -15,6 +15,7 @@
       InternalTopicError        the ledger / pins topics could not be created or read
       KafkaReadError            a split could not be read (spark.errors)
       KafkaWriteError           the sink failed (spark.write_errors; delivery, transactions, ledger)
+      SinkError                 a file sink could not swap in its staged output (sinks.base)
 
 Configuration errors are raised before any side effect: nothing read, committed or written.
 """
