@@ -14,7 +14,6 @@ No Airflow and no Spark here: only confluent-kafka. Usable from any Python job::
 
 from airflow_provider_kafka_spark.offsets.config import consumer_config
 from airflow_provider_kafka_spark.offsets.errors import (
-    AuthenticationError,
     CommitError,
     ConfigurationError,
     DataLossError,
@@ -46,7 +45,6 @@ from airflow_provider_kafka_spark.offsets.specs import (
 from airflow_provider_kafka_spark.offsets.subscription import Subscription
 
 __all__ = [
-    "AuthenticationError",
     "CommitError",
     "CommitResult",
     "Committed",

@@ -7,7 +7,6 @@
         OffsetSpecError         an offset spec, subscription or serialized range
         WriteConfigError        write_kafka's arguments or input rows (spark.write_errors)
         DecodeError             decode_kafka's options (spark.errors)
-      AuthenticationError       the cluster refused the credentials or the access
       OffsetResolutionError     the cluster could not answer a resolution (unknown topic, timeout)
         DataLossError           offsets a range needs were deleted
         IntervalNotCompleteError  an open transaction holds back a timestamp stop (retryable)
@@ -30,10 +29,6 @@ class KafkaSparkError(Exception):
 class ConfigurationError(KafkaSparkError, ValueError):
     """A bad argument, option, Airflow connection or librdkafka config; raised before anything
     is read, committed or written."""
-
-
-class AuthenticationError(KafkaSparkError):
-    """The cluster refused the client's credentials (SASL, TLS) or its access (ACLs)."""
 
 
 class OffsetSpecError(ConfigurationError):
