@@ -1,0 +1,76 @@
+"""The ``cluster`` tier: a real Spark standalone cluster (a master, two workers) and a Spark
+Connect server on it, started once per test session by the same code as
+``scripts/spark-local`` (``tools/spark_cluster.py``), and stopped at the end even when tests
+fail. Every test in this folder gets the ``cluster`` marker (``pytest -m cluster``).
+
+How to use it:
+
+* ``spark_cluster`` (session): the running :class:`tools.spark_cluster.Cluster` —
+  ``master_url`` (``spark://127.0.0.1:N``), ``connect_url`` (``sc://127.0.0.1:N``),
+  ``master_ui`` / ``connect_ui`` (REST), ``run_dir``, ``python`` (the interpreter of every
+  Python worker), ``worker_pids`` (``{"worker-1": pid, "worker-2": pid}``, live),
+  ``executor_pids(app_id)`` (executor JVMs per worker, from the workers' process trees),
+  ``kill_worker(name)`` / ``start_worker(name)``, ``submit(app, *args)`` (``spark-submit``
+  to the master) and ``env()``. The Connect server runs on the cluster (its executors live
+  on the workers) and has Spark's Kafka source on its classpath (``engine="spark-kafka"``).
+* ``connect_spark`` (function): a Spark Connect session on that server. Creating a Connect
+  session sets ``SPARK_CONNECT_MODE_ENABLED`` in this process, which turns every later
+  ``SparkSession.builder`` and ``pyspark.sql.functions`` call into Connect ones; the fixture
+  takes it away again on teardown so the classic ``spark`` fixture keeps working in later
+  tests. Do not use ``spark`` and ``connect_spark`` in one test.
+* A classic application on the cluster: this process may already hold the local[2]
+  SparkContext of the ``spark`` fixture and a JVM has only one, so run the driver in its own
+  process: ``spark_cluster.submit(JOBS, "<job>", spec_file)`` (see ``jobs.py``), the way a
+  user runs a job on a cluster.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.spark_cluster import Cluster
+from tools.spark_cluster import spark_cluster as start_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.cluster)
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    """The local standalone cluster + Connect server (see the module docstring)."""
+    from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars
+
+    jars = fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
+                                  ROOT / ".cache" / "spark-kafka" / "jars")
+    with start_cluster(tmp_path_factory.mktemp("spark-local"), jars=jars) as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def connect_spark(spark_cluster: Cluster) -> Iterator[Any]:
+    """A Spark Connect session on ``spark_cluster``; released, and this process back in
+    classic mode, after the test."""
+    from airflow_provider_kafka_spark.spark import spark_session
+
+    saved = {k: os.environ.get(k) for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
+    session = spark_session(remote=spark_cluster.connect_url)
+    try:
+        yield session
+    finally:
+        session.stop()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
