@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -197,14 +197,14 @@ def write_kafka(
         )
 
     assert scan is not None
-    num_partitions = df.rdd.getNumPartitions()
+    num_partitions = scan.num_partitions
     plan = _plan_exactly_once(
         admin, kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=wid,
         num_partitions=num_partitions, ledger_topic=ledger_topic,
         transaction_timeout_ms=transaction_timeout_ms,
         init_transactions_timeout_s=init_transactions_timeout_s,
         max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
-        inputs=scan.inputs(num_partitions),
+        inputs=scan.inputs(),
     )
     outcomes = []
     if len(plan.committed) < num_partitions:
@@ -494,27 +494,30 @@ class _Group:
 
 @dataclass(frozen=True)
 class _InputScan:
-    """What the pre-pass found in the DataFrame, by Spark partition index and topic."""
+    """What the pre-pass found in the DataFrame, by Spark partition index and topic, and how
+    many partitions the DataFrame has (empty ones included)."""
 
     groups: tuple[_Group, ...]
+    num_partitions: int
 
-    def rows_per_index(self, num_partitions: int) -> tuple[int, ...]:
-        counts = [0] * num_partitions
+    def rows_per_index(self) -> tuple[int, ...]:
+        counts = [0] * self.num_partitions
         for g in self.groups:
             counts[g.index] += g.rows
         return tuple(counts)
 
-    def inputs(self, num_partitions: int) -> list[TaskInput]:
+    def inputs(self) -> list[TaskInput]:
         """Each partition's input fingerprint (see :class:`TaskInput` for the digest)."""
-        rows = self.rows_per_index(num_partitions)
-        topics: list[set[str]] = [set() for _ in range(num_partitions)]
-        sums = [0] * num_partitions
+        n = self.num_partitions
+        rows = self.rows_per_index()
+        topics: list[set[str]] = [set() for _ in range(n)]
+        sums = [0] * n
         for g in self.groups:
             if g.topic is not None:
                 topics[g.index].add(g.topic)
             sums[g.index] += g.hash_sum or 0
         return [TaskInput(rows[i], tuple(sorted(topics[i])), f"{sums[i] % 2**64:016x}")
-                for i in range(num_partitions)]
+                for i in range(n)]
 
     def first_index_of_topics(self) -> dict[str | None, int]:
         """Every topic the rows go to, with the first Spark partition index holding one."""
@@ -524,37 +527,103 @@ class _InputScan:
         return first
 
 
+_SCAN_SCHEMA = ("index int, topic string, rows long, min_partition int, max_partition int, "
+                "null_header_keys long, hash_high long, hash_low long")
+
+
 def _scan_input(df: DataFrame, topic: str | None, *, digest: bool) -> _InputScan:
-    """The pre-pass: one aggregation over ``df``, grouped by Spark partition index and topic
-    (``topic=`` when given, else the ``topic`` column); with ``digest``, also the sum of the
-    rows' hashes (:class:`TaskInput`)."""
+    """The pre-pass: one narrow Spark stage over ``df`` (no RDD API, so it runs on Spark
+    Connect too). The JVM projects what each row contributes (its target topic, with
+    ``digest`` the row's ``xxhash64``, its ``partition``, whether a header key is null); a
+    ``mapInArrow`` task per Spark partition aggregates its rows by topic and always answers,
+    so empty partitions are counted too. See :class:`TaskInput` for the digest."""
     from pyspark.sql import functions as F
 
     columns = set(df.columns)
     target = F.lit(topic) if topic is not None else F.col("topic")
-    aggregates = [F.count(F.lit(1)).alias("rows")]
+    projected = [] if topic is not None else [F.col("topic")]
     if digest:
         hashed = [target, *(F.col(c) for c in ACCEPTED_COLUMNS if c != "topic" and c in columns)]
-        # decimal(38,0): a sum of signed 64-bit hashes that cannot overflow; reduced mod 2**64.
-        aggregates.append(F.sum(F.xxhash64(*hashed).cast("decimal(38,0)")).alias("hash_sum"))
+        projected.append(F.xxhash64(*hashed).alias("hash"))
     if "partition" in columns:
-        aggregates += [F.min("partition").alias("min_partition"),
-                       F.max("partition").alias("max_partition")]
+        projected.append(F.col("partition").cast("int").alias("partition"))
     if "headers" in columns:
-        aggregates.append(F.count_if(F.exists(
-            "headers", lambda h: h.isNull() | h["key"].isNull())).alias("null_header_keys"))
+        projected.append(F.exists(
+            "headers", lambda h: h.isNull() | h["key"].isNull()).alias("null_header_key"))
     with kafka_errors():
-        rows = df.groupBy(F.spark_partition_id().alias("index"), target.alias("topic")) \
-            .agg(*aggregates).collect()
+        rows = df.select(*projected).mapInArrow(_partition_scanner(topic), _SCAN_SCHEMA) \
+            .collect()
+    indices = {r["index"] for r in rows}
+    num_partitions = max(indices, default=-1) + 1
+    if indices != set(range(num_partitions)):  # every task answers, even for no rows
+        raise KafkaWriteError(
+            f"the pre-pass got answers from Spark partitions {sorted(indices)}, not from each of "
+            f"0..{num_partitions - 1}; Spark lost a task's result. Run the write again. "
+            "Nothing was written.")
     groups = [
         _Group(index=r["index"], topic=r["topic"], rows=r["rows"],
-               min_partition=r["min_partition"] if "partition" in columns else None,
-               max_partition=r["max_partition"] if "partition" in columns else None,
-               null_header_key_rows=r["null_header_keys"] if "headers" in columns else 0,
-               hash_sum=int(r["hash_sum"]) if digest else None)
-        for r in rows
+               min_partition=r["min_partition"], max_partition=r["max_partition"],
+               null_header_key_rows=r["null_header_keys"],
+               hash_sum=r["hash_high"] * 2**32 + r["hash_low"] if digest else None)
+        for r in rows if r["rows"] > 0
     ]
-    return _InputScan(tuple(sorted(groups, key=lambda g: (g.index, g.topic or ""))))
+    return _InputScan(tuple(sorted(groups, key=lambda g: (g.index, g.topic or ""))),
+                      num_partitions)
+
+
+def _partition_scanner(topic: str | None) -> Callable[[Iterator[pa.RecordBatch]],
+                                                      Iterator[pa.RecordBatch]]:
+    """The pre-pass task: one row per topic of its Spark partition (one row with 0 rows when
+    the partition is empty). Hashes are summed exactly as two int64 halves (``hash >> 32``
+    and ``hash & 0xFFFFFFFF``), which cannot overflow below 2**31 rows per partition."""
+
+    def scan(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        totals: dict[str | None, list[Any]] = {}
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            table = pa.Table.from_batches([batch])
+            keys = [] if topic is not None else ["topic"]
+            aggregates: list[tuple[Any, str]] = [([], "count_all")]
+            if "hash" in table.column_names:
+                table = table.append_column("hi", pc.shift_right(table["hash"], 32)) \
+                    .append_column("lo", pc.bit_wise_and(table["hash"], 0xFFFFFFFF))
+                aggregates += [("hi", "sum"), ("lo", "sum")]
+            if "partition" in table.column_names:
+                aggregates += [("partition", "min"), ("partition", "max")]
+            if "null_header_key" in table.column_names:
+                aggregates.append(("null_header_key", "sum"))
+            for g in table.group_by(keys, use_threads=False).aggregate(aggregates).to_pylist():
+                name = topic if topic is not None else g["topic"]
+                acc = totals.setdefault(name, [0, None, None, 0, 0, 0])
+                acc[0] += g["count_all"]
+                low, high = g.get("partition_min"), g.get("partition_max")
+                if low is not None:
+                    acc[1] = low if acc[1] is None else min(acc[1], low)
+                    acc[2] = high if acc[2] is None else max(acc[2], high)
+                acc[3] += g.get("null_header_key_sum") or 0
+                acc[4] += g.get("hi_sum") or 0
+                acc[5] += g.get("lo_sum") or 0
+        if not totals:
+            totals[None] = [0, None, None, 0, 0, 0]
+        names = list(totals)
+        values = list(zip(*totals.values(), strict=True))
+        yield pa.RecordBatch.from_pydict(
+            {"index": pa.array([context.partitionId()] * len(names), pa.int32()),
+             "topic": pa.array(names, pa.string()),
+             "rows": pa.array(values[0], pa.int64()),
+             "min_partition": pa.array(values[1], pa.int32()),
+             "max_partition": pa.array(values[2], pa.int32()),
+             "null_header_keys": pa.array(values[3], pa.int64()),
+             "hash_high": pa.array(values[4], pa.int64()),
+             "hash_low": pa.array(values[5], pa.int64())})
+
+    return scan
 
 
 def _check_rows(admin: AdminClient, scan: _InputScan, topic: str | None, cluster: _Cluster,

@@ -148,3 +148,33 @@ def test_a_task_finding_its_entry_from_other_input_fails(
                                           r"00000000000000bb now\)"):
         write_partition(second, 0, partition_batches(0, 100, batch_rows=50))
     assert sum(_contents(kafka_config, out).values()) == 100
+
+
+def test_the_pre_pass_counts_every_partition_and_sums_hashes_as_documented(spark: Any) -> None:
+    """The pre-pass (a narrow mapInArrow stage, no RDD API) counts empty partitions too, and
+    its digest is the documented one: the sum of Spark's xxhash64 of (topic, key, value, ...)
+    modulo 2**64, here checked against that sum computed by Spark SQL in decimal(38,0)."""
+    from pyspark.sql import functions as F
+
+    from airflow_provider_kafka_spark.spark.write import _scan_input
+
+    # 5 partitions, the last two empty; 3,000 rows so the signed hash sums overflow int64.
+    base = spark.range(0, 5000, numPartitions=5).where("id < 3000")
+    df = base.select(F.concat(F.lit("k"), base.id).alias("key"),
+                     F.concat(F.lit("v"), base.id).alias("value"),
+                     F.when(base.id % 7 == 0, None).otherwise(
+                         (base.id % 3).cast("int")).alias("partition"))
+    expected = df.groupBy(F.spark_partition_id().alias("i")).agg(
+        F.count(F.lit(1)).alias("rows"),
+        F.sum(F.xxhash64(F.lit("out"), "key", "value", "partition").cast("decimal(38,0)"))
+        .alias("sum"), F.min("partition").alias("low"), F.max("partition").alias("high"))
+    by_index = {r["i"]: r for r in expected.collect()}
+
+    scan = _scan_input(df, "out", digest=True)
+
+    assert scan.num_partitions == df.rdd.getNumPartitions() == 5
+    assert [t.records for t in scan.inputs()] == [1000, 1000, 1000, 0, 0]
+    assert [t.digest for t in scan.inputs()][:3] == [
+        f"{int(by_index[i]['sum']) % 2**64:016x}" for i in range(3)]
+    assert [(g.index, g.topic, g.min_partition, g.max_partition) for g in scan.groups] == [
+        (i, "out", by_index[i]["low"], by_index[i]["high"]) for i in range(3)]
