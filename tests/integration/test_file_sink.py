@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.offsets import ConfigurationError
-from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, SinkError
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, SinkError, files
 from airflow_provider_kafka_spark.sinks.files import PREVIOUS_MARK, STAGING_MARK
 
 pytestmark = pytest.mark.spark
@@ -74,14 +74,15 @@ def test_a_failed_swap_puts_the_previous_output_back(
     out = tmp_path / "out"
     write(spark, out, ["old"], {"run": 1})
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    rename = FileSink._rename
+    rename = files._rename
 
-    def failing_second_rename(self: FileSink, source: Any, destination: Any, purpose: str) -> None:
+    def failing_second_rename(fs: Any, source: str, destination: str, purpose: str,
+                              path: str) -> None:
         if purpose.startswith("move the new output"):
             raise SinkError("simulated: the file system refused the rename")
-        rename(self, source, destination, purpose)
+        rename(fs, source, destination, purpose, path)
 
-    monkeypatch.setattr(FileSink, "_rename", failing_second_rename)
+    monkeypatch.setattr(files, "_rename", failing_second_rename)
     sink = FileSink(str(out), format="json")
     df = frame(spark, ["new"])
     sink.prepare(spark, df.limit(0))
