@@ -1,13 +1,14 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, Java 17 and Maven present):
 #   make demo   - start a local Kafka broker and run the demo ingestion
-#   make test   - run the whole test suite against a real broker and real Spark
+#   make test   - run the whole test suite against a real broker, real Spark and a real Airflow
+#                 (its UI in Debian's chromium: `make browser` installs it when missing)
 #   make airflow - a real local Airflow 3 (UI, scheduler, triggerer) with the example DAGs
 #                 and a broker; stop it with scripts/airflow-local stop
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: test demo airflow lint setup clean
+.PHONY: test demo airflow browser lint setup clean
 
 setup: $(STAMP)
 
@@ -18,7 +19,17 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-test: setup
+# Debian's chromium, which Playwright drives in tests/deployed/test_ui_trigger_form.py (never a
+# Playwright browser download). apt-get runs only when `chromium` is missing; as root, or via sudo.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests (apt-get)"; \
+	  $(SUDO) apt-get update -q && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+
+test: setup browser
 	$(VENV)/bin/pytest
 
 lint: setup

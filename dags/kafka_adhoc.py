@@ -24,11 +24,11 @@ from airflow_provider_kafka_spark.operators import (
 
 # Kafka topic names: ASCII letters, digits, '.', '_' and '-'; several separated by commas.
 TOPICS_PATTERN = r"^\s*[A-Za-z0-9._-]+(\s*,\s*[A-Za-z0-9._-]+)*\s*$"
-# The shape of an offset spec, to refuse obvious mistakes in the form (a bare date without
-# "timestamp:", two words, a number): a keyword such as `earliest` or `committed:latest`,
-# `timestamp:<time>`, or a JSON object. The resolve task checks the rest (is the keyword
-# known, is the time valid and zoned) and names what is wrong.
-SPEC_PATTERN = r"^\s*([A-Za-z]+(:[A-Za-z]+)?|[Tt][Ii][Mm][Ee][Ss][Tt][Aa][Mm][Pp]:\s*\S.*|\{.*\})\s*$"
+# The shape of an offset spec, to refuse obvious slips in the form (a bare date without
+# "timestamp:", two words, a number): a word, optionally followed by ":" and more (`earliest`,
+# `committed:latest`, `timestamp:<time>`), or a JSON object. The resolve task checks the rest
+# (is the keyword known, is the time valid and zoned) and names what is wrong.
+SPEC_PATTERN = r"^\s*([A-Za-z]+(:\s*\S.*)?|\{.*\})\s*$"
 SPEC_FORMS = ("earliest, latest, committed, committed:earliest, committed:latest, "
               "timestamp:<ISO-8601 time with a zone> (e.g. timestamp:2024-05-01T00:00:00Z), "
               "timestamp:<epoch millis>, or explicit offsets as JSON, e.g. "
@@ -63,8 +63,7 @@ with DAG(
             type="string", minLength=1, pattern=r"\S",
             title="Output folder",
             description="The folder this run writes (replaced if it exists, once the new output "
-                        "is complete), e.g. /tmp/kafka_adhoc/orders-may or s3a://lake/adhoc/orders.",
-            examples=["/tmp/kafka_adhoc/demo.events"]),
+                        "is complete), e.g. /tmp/kafka_adhoc/orders-may or s3a://lake/adhoc/orders."),
         "output_format": Param(
             "parquet", type="string", enum=["parquet", "json", "orc"],
             title="Output format",
