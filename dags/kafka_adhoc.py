@@ -14,6 +14,8 @@ fails, saying so, before reading anything. Nothing is committed to any consumer 
 
 from __future__ import annotations
 
+import os
+
 import pendulum
 from airflow.sdk import DAG, Param
 
@@ -22,6 +24,9 @@ from airflow_provider_kafka_spark.operators import (
     KafkaSparkIngestOperator,
 )
 
+# The default output folder's parent: $KAFKA_SPARK_OUTPUT_ROOT (scripts/airflow-local sets it to
+# its run folder's output/), else /tmp. Override per run in the form.
+OUTPUT_ROOT = os.environ.get("KAFKA_SPARK_OUTPUT_ROOT", "/tmp")
 # Kafka topic names: ASCII letters, digits, '.', '_' and '-'; several separated by commas.
 TOPICS_PATTERN = r"^\s*[A-Za-z0-9._-]+(\s*,\s*[A-Za-z0-9._-]+)*\s*$"
 # The shape of an offset spec, to refuse obvious slips in the form (a bare date without
@@ -60,10 +65,11 @@ with DAG(
                         "forms as the start, e.g. latest or timestamp:2024-05-02T00:00:00Z.",
             examples=["latest", "timestamp:2024-05-02T00:00:00Z", "timestamp:1714608000000"]),
         "output_path": Param(
-            type="string", minLength=1, pattern=r"\S",
+            f"{OUTPUT_ROOT}/kafka_adhoc", type="string", minLength=1, pattern=r"\S",
             title="Output folder",
             description="The folder this run writes (replaced if it exists, once the new output "
-                        "is complete), e.g. /tmp/kafka_adhoc/orders-may or s3a://lake/adhoc/orders."),
+                        "is complete; a path on the machines that run the tasks, or a URL such "
+                        "as s3a://lake/adhoc/orders-may), e.g. /tmp/kafka_adhoc/orders-may."),
         "output_format": Param(
             "parquet", type="string", enum=["parquet", "json", "orc"],
             title="Output format",

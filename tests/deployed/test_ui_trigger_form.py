@@ -102,30 +102,34 @@ def test_a_run_triggered_from_the_form_reads_exactly_the_typed_range(
     assert airflow.xcom(DAG_ID, run_id, "ingest")["records"] == 6
 
 
-def test_the_form_refuses_a_spec_of_the_wrong_shape_naming_the_field(
-        airflow: AirflowApi, new_topic: Any, tmp_path: Path) -> None:
-    topic = new_topic(partitions=1)
-    output = tmp_path / "never"
+@pytest.mark.parametrize(("title", "param", "typed"), [
+    # Common slips: a bare time without "timestamp:", topics separated by a space.
+    ("Start offset (inclusive)", "start", "2024-05-01T00:00:00Z"),
+    ("Topics", "topics", "orders refunds"),
+])
+def test_the_form_refuses_a_value_of_the_wrong_shape_naming_the_field(
+        airflow: AirflowApi, new_topic: Any, tmp_path: Path, title: str, param: str,
+        typed: str) -> None:
+    values = {"Topics": new_topic(partitions=1), "Start offset (inclusive)": "earliest",
+              "Stop offset (exclusive)": "latest", "Output folder": str(tmp_path / "never"),
+              title: typed}
     timer = Timer()
 
-    with browser_page("trigger-form-refused") as page:
+    with browser_page(f"trigger-form-refused-{param}") as page:
         log_in(page, airflow.stack)
         dialog = open_trigger_form(page, airflow.stack, DAG_ID)
-        type_into(form_field(dialog, "Topics"), topic)
-        # A common slip: a bare time, without "timestamp:".
-        type_into(form_field(dialog, "Start offset (inclusive)"), "2024-05-01T00:00:00Z")
-        type_into(form_field(dialog, "Stop offset (exclusive)"), "latest")
-        type_into(form_field(dialog, "Output folder"), str(output))
+        for field_title, text in values.items():
+            type_into(form_field(dialog, field_title), text)
         dialog.get_by_role("button", name="Trigger").click()
-        message = dialog.get_by_text("Invalid input for param start:")
+        message = dialog.get_by_text(f"Invalid input for param {param}:")
         message.wait_for()
-        screenshot(dialog, "trigger-form-refused")
+        screenshot(dialog, f"trigger-form-refused-{param}")
         timer.step("refused")
-        assert "'2024-05-01T00:00:00Z' does not match" in message.inner_text()
-        # The form stays open, with what was typed, and no run page is opened.
-        assert form_field(dialog, "Start offset (inclusive)").input_value() == "2024-05-01T00:00:00Z"
+        assert f"'{typed}' does not match" in message.inner_text()
+        # The form stays open with what was typed, and no run page is opened.
+        assert form_field(dialog, title).input_value() == typed
         assert not RUN_URL.search(page.url)
     print(f"UI refused trigger timings: {timer.report()}")
 
-    assert runs_writing(airflow, output) == []
-    assert not output.exists()
+    assert runs_writing(airflow, tmp_path / "never") == []
+    assert not (tmp_path / "never").exists()
