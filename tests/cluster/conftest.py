@@ -13,6 +13,8 @@ How to use it:
   ``kill_worker(name)`` / ``start_worker(name)``, ``submit(app, *args)`` (``spark-submit``
   to the master) and ``env()``. The Connect server runs on the cluster (its executors live
   on the workers) and has Spark's Kafka source on its classpath (``engine="spark-kafka"``).
+* ``spark_kafka_jars`` (session): the jars ``engine="spark-kafka"`` needs, for ``spark.jars``
+  of a submitted application (the Connect server has them already).
 * ``connect_spark`` (function): a Spark Connect session on that server. Creating a Connect
   session sets ``SPARK_CONNECT_MODE_ENABLED`` in this process, which turns every later
   ``SparkSession.builder`` and ``pyspark.sql.functions`` call into Connect ones; the fixture
@@ -20,8 +22,8 @@ How to use it:
   tests. Do not use ``spark`` and ``connect_spark`` in one test.
 * A classic application on the cluster: this process may already hold the local[2]
   SparkContext of the ``spark`` fixture and a JVM has only one, so run the driver in its own
-  process: ``spark_cluster.submit(JOBS, "<job>", spec_file)`` (see ``jobs.py``), the way a
-  user runs a job on a cluster.
+  process, the way a user runs a job on a cluster: ``spark_cluster.submit(app, *args)``, or
+  ``support.run_job`` / ``support.running_job`` with the jobs of ``jobs.py``.
 """
 
 from __future__ import annotations
@@ -47,13 +49,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session")
-def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    """The local standalone cluster + Connect server (see the module docstring)."""
+def spark_kafka_jars() -> list[Path]:
+    """The jars of Spark's own Kafka source (``engine="spark-kafka"``) that pyspark lacks,
+    fetched once with Maven into ``.cache/spark-kafka/jars``; pass them as ``spark.jars``."""
     from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars
 
-    jars = fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
+    return fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
                                   ROOT / ".cache" / "spark-kafka" / "jars")
-    with start_cluster(tmp_path_factory.mktemp("spark-local"), jars=jars) as cluster:
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory,
+                  spark_kafka_jars: list[Path]) -> Iterator[Cluster]:
+    """The local standalone cluster + Connect server (see the module docstring)."""
+    with start_cluster(tmp_path_factory.mktemp("spark-local"), jars=spark_kafka_jars) as cluster:
         yield cluster
 
 

@@ -1,0 +1,138 @@
+"""Helpers of the cluster tests: transactional input with a known committed record set, and
+running ``jobs.py`` on the cluster (to completion, or in the background under a gate)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
+from tests.kafka_data import produce, transactional_producer, wait_for_markers
+from tools.local_broker import free_port
+from tools.spark_cluster import Cluster, end_group
+
+JOBS = Path(__file__).resolve().parent / "jobs.py"
+Record = tuple[int, int, str | None, str]
+"""(partition, offset, key, value) of a record read back."""
+
+
+def transactional_input(kafka_config: dict[str, Any], kafka_admin: Any, topic: str,
+                        partitions: int) -> set[tuple[int, str, str]]:
+    """Per partition: a committed transaction of 100 records, an aborted one of 50, a committed
+    one of 100, then 20 plain (non-transactional) records. Returns the (partition, key, value)
+    a read_committed read must give: 220 per partition, keys unique."""
+    producer = transactional_producer(kafka_config)
+    expected: set[tuple[int, str, str]] = set()
+    for txn, (count, commit) in enumerate(((100, True), (50, False), (100, True))):
+        producer.begin_transaction()
+        for p in range(partitions):
+            for i in range(count):
+                key, value = f"p{p}-t{txn}-{i}", f"v-p{p}-t{txn}-{i}"
+                producer.produce(topic, key=key.encode(), value=value.encode(), partition=p)
+                if commit:
+                    expected.add((p, key, value))
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    plain = [(p, f"p{p}-plain-{i}".encode(), f"v-p{p}-plain-{i}".encode(), 0)
+             for p in range(partitions) for i in range(20)]
+    produce(kafka_config, topic, [(p, k, v, int(time.time() * 1000)) for p, k, v, _ in plain])
+    expected |= {(p, k.decode(), v.decode()) for p, k, v, _ in plain}
+    wait_for_markers(kafka_admin, topic, partitions)
+    return expected
+
+
+def all_ranges(kafka_config: dict[str, Any], topic: str) -> OffsetRanges:
+    return resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+
+
+def job_conf(jars: Sequence[Path] = ()) -> dict[str, str]:
+    """Settings of a submitted test job: its own UI port (for the REST report), small Arrow
+    batches (so a gate's first rows reach the next step before it waits), extra jars."""
+    conf = {"spark.ui.port": str(free_port()),
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "10"}
+    if jars:
+        conf["spark.jars"] = ",".join(str(j) for j in jars)
+    return conf
+
+
+def run_job(cluster: Cluster, job: str, spec: dict[str, Any], folder: Path,
+            jars: Sequence[Path] = (), timeout: float = 240.0) -> dict[str, Any]:
+    """Run ``jobs.py <job>`` with ``spark-submit`` on the cluster to completion; its result."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec_file, result_file = folder / f"{job}.spec.json", folder / f"{job}.result.json"
+    spec_file.write_text(json.dumps(spec))
+    result_file.unlink(missing_ok=True)
+    log = folder / f"{job}.log"
+    done = cluster.submit(JOBS, job, str(spec_file), str(result_file), conf=job_conf(jars),
+                          log=log, timeout=timeout)
+    assert done.returncode == 0, f"{job} failed ({done.returncode}):\n{_tail(log)}"
+    return dict(json.loads(result_file.read_text()))
+
+
+class Running:
+    """A job submitted in the background (see :func:`running_job`)."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], folder: Path, job: str) -> None:
+        self.proc, self.folder, self.job = proc, folder, job
+        self.log = folder / f"{job}.log"
+        self.result_file = folder / f"{job}.result.json"
+
+    def result(self, timeout: float = 240.0) -> dict[str, Any]:
+        self.proc.wait(timeout)
+        assert self.proc.returncode == 0, f"{self.job} failed:\n{_tail(self.log)}"
+        return dict(json.loads(self.result_file.read_text()))
+
+
+@contextmanager
+def running_job(cluster: Cluster, job: str, spec: dict[str, Any],
+                folder: Path) -> Iterator[Running]:
+    """``jobs.py <job>`` submitted in the background, in its own process group, ended on exit."""
+    folder.mkdir(parents=True, exist_ok=True)
+    spec_file = folder / f"{job}.spec.json"
+    spec_file.write_text(json.dumps(spec))
+    with open(folder / f"{job}.log", "wb") as log:
+        proc = subprocess.Popen(
+            cluster.submit_command(JOBS, job, str(spec_file), str(folder / f"{job}.result.json"),
+                                   conf=job_conf()),
+            env=cluster.env(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True)
+    try:
+        yield Running(proc, folder, job)
+    finally:
+        end_group(proc.pid, grace=5.0)
+
+
+def wait_for(predicate: Any, what: str, timeout: float = 120.0, job: Running | None = None) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail with ``what`` (and the job's
+    log tail) after ``timeout`` seconds or once the job exited."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if job is not None and job.proc.poll() is not None:
+            raise AssertionError(f"{job.job} exited ({job.proc.returncode}) before {what}:\n"
+                                 f"{_tail(job.log)}")
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def executor_of(cluster: Cluster, python_pid: int, app_id: str) -> tuple[str, int]:
+    """(worker name, executor JVM pid) whose process tree holds the Python worker ``python_pid``."""
+    executors = {pid: worker for worker, pids in cluster.executor_pids(app_id).items()
+                 for pid in pids}
+    ancestors = {p.pid for p in psutil.Process(python_pid).parents()}
+    (pid,) = ancestors & executors.keys()
+    return executors[pid], pid
+
+
+def _tail(log: Path, lines: int = 40) -> str:
+    text = log.read_text(errors="replace") if log.exists() else "(no log)"
+    return "\n".join(text.splitlines()[-lines:])
