@@ -94,3 +94,24 @@ def test_clearing_a_run_through_the_rest_api_rereads_the_pinned_slice(
     assert [(r["partition"], r["start"], r["stop"]) for r in ranges] == [(0, 0, 3)]
     rows = pq.read_table(output, columns=["offset", "value"]).to_pylist()
     assert sorted((r["offset"], r["value"]) for r in rows) == [(0, b"v0"), (1, b"v1"), (2, b"v2")]
+
+
+def test_adhoc_start_after_stop_fails_before_reading_with_a_message_naming_both(
+        airflow: AirflowApi, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path) -> None:
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, f"v{i}".encode(), MS0 + i * MINUTE_MS) for i in range(3)])
+    output = tmp_path / "never"
+    start, stop = T0 + timedelta(minutes=2), T0 + timedelta(minutes=1)
+
+    airflow.unpause("kafka_adhoc")
+    run_id = airflow.trigger("kafka_adhoc", {
+        "topics": topic, "start": f"timestamp:{start.isoformat()}",
+        "stop": f"timestamp:{stop.isoformat()}", "output_path": str(output)})
+    run = airflow.wait("kafka_adhoc", run_id)
+
+    assert run["state"] == "failed"
+    assert airflow.task_states("kafka_adhoc", run_id) == {
+        "resolve_offsets": "failed", "ingest": "upstream_failed"}
+    log = airflow.log("kafka_adhoc", run_id, "resolve_offsets")
+    assert "is after the stopping time" in log, log[-2000:]
+    assert not output.exists()
