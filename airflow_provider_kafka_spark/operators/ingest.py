@@ -124,7 +124,10 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         One query (``SELECT``, ``WITH ... SELECT``, ``VALUES``, ``TABLE``), not a command.
         At most one of ``transform`` and ``sql``.
     :param spark_conn_id: a ``spark``/``spark_connect`` connection, or ``None`` for a local
-        session (see :class:`SparkHook`).
+        session (see :class:`SparkHook`). On Spark Connect (a ``spark_connect`` connection)
+        everything works the same, except that ``output_path`` must be a local path of the
+        cluster's machines (``file:`` or absolute) and ``on_data_loss="skip"`` is refused;
+        both are ConfigurationErrors before the read (``docs/cluster.md``, "Spark Connect").
     :param spark_conf: extra Spark conf for the session.
     :param max_records_per_split: Spark partitions of at most this many offsets, a positive
         int (default: ``read_kafka``'s).

@@ -80,7 +80,8 @@ class LostOffsets:
 
     Offsets, not records: a deleted transaction marker counts too. Not counted, only logged:
     offsets deleted during the read with ``engine="spark-kafka"`` (Spark's kafka source skips
-    them without a count) or on Spark Connect (no accumulators).
+    them without a count). On Spark Connect (no accumulators) ``read_kafka`` refuses
+    ``lost=`` with ``on_data_loss="skip"`` and ``engine="python"`` before reading.
     """
 
     def __init__(self) -> None:
@@ -160,7 +161,8 @@ def read_kafka(
 
     Raises:
         ConfigurationError: an invalid argument or client config (the message names it and
-            what to pass). OffsetSpecError: ``ranges`` are not offset ranges.
+            what to pass); ``lost=`` with ``on_data_loss="skip"`` on a Spark Connect session
+            (see :class:`LostOffsets`). OffsetSpecError: ``ranges`` are not offset ranges.
         OffsetResolutionError: the cluster did not answer within ``timeout`` seconds.
         DataLossError: the start of a range is below the partition's log start offset and
             ``on_data_loss="fail"``.
@@ -183,6 +185,16 @@ def read_kafka(
                                  "LostOffsets() (or None).")
     poll_seconds = check_timeout(poll_timeout, "poll_timeout")
     seconds = check_timeout(timeout)
+    context = getattr(spark, "_sc", None)  # a classic session's SparkContext; None on Connect
+    if lost is not None and on_data_loss == "skip" and engine == "python" and context is None:
+        raise ConfigurationError(
+            "read_kafka(lost=LostOffsets(), on_data_loss='skip') cannot count on a Spark Connect "
+            "session the offsets deleted while the executors read them (the counts travel in a "
+            "Spark accumulator, which Spark Connect does not have), so they would be skipped "
+            "without a count. Pass on_data_loss='fail' (a deletion during the read fails the "
+            "read), or read with a classic session, or pass lost=None to skip deleted offsets "
+            "uncounted (the executors log them). Nothing was read."
+        )
     config = client_config(kafka_config)
     client_options = kafka_options(config)  # checks that the config can travel to executors
     if offset_ranges.is_empty():
@@ -199,7 +211,6 @@ def read_kafka(
             offset_ranges.total(), _parallelism(spark))
     during_read = None
     # Executors can only count for the python engine, through a classic session's context.
-    context = getattr(spark, "_sc", None)
     if lost is not None and on_data_loss == "skip" and engine == "python" and context is not None:
         during_read = context.accumulator({}, SplitLosses())
     if lost is not None:
