@@ -1,11 +1,12 @@
 """The ``cluster`` tier: a real Spark standalone cluster (a master, two workers) and a Spark
-Connect server on it, started once per test session by the same code as
-``scripts/spark-local`` (``tools/spark_cluster.py``), and stopped at the end even when tests
-fail. Every test in this folder gets the ``cluster`` marker (``pytest -m cluster``).
+Connect server on it, started once for this folder's tests by the same code as
+``scripts/spark-local`` (``tools/spark_cluster.py``), and stopped after them even when tests
+fail (package scope: the rest of ``make test`` does not carry its JVMs). Every test in this
+folder gets the ``cluster`` marker (``pytest -m cluster``).
 
 How to use it:
 
-* ``spark_cluster`` (session): the running :class:`tools.spark_cluster.Cluster` —
+* ``spark_cluster`` (package): the running :class:`tools.spark_cluster.Cluster` —
   ``master_url`` (``spark://127.0.0.1:N``), ``connect_url`` (``sc://127.0.0.1:N``),
   ``master_ui`` / ``connect_ui`` (REST), ``run_dir``, ``python`` (the interpreter of every
   Python worker), ``worker_pids`` (``{"worker-1": pid, "worker-2": pid}``, live),
@@ -58,7 +59,7 @@ def spark_kafka_jars() -> list[Path]:
                                   ROOT / ".cache" / "spark-kafka" / "jars")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory,
                   spark_kafka_jars: list[Path]) -> Iterator[Cluster]:
     """The local standalone cluster + Connect server (see the module docstring)."""

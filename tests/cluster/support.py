@@ -53,10 +53,13 @@ def all_ranges(kafka_config: dict[str, Any], topic: str) -> OffsetRanges:
 
 
 def job_conf(jars: Sequence[Path] = ()) -> dict[str, str]:
-    """Settings of a submitted test job: its own UI port (for the REST report), small Arrow
-    batches (so a gate's first rows reach the next step before it waits), extra jars."""
+    """Settings of a submitted test job: its own UI port (for the REST report), extra jars,
+    and small Arrow batches and stream buffers between the JVM and Python workers (default
+    64 KiB, flushed when full), so the rows a gate passed on reach the next step (the sink)
+    while it waits."""
     conf = {"spark.ui.port": str(free_port()),
-            "spark.sql.execution.arrow.maxRecordsPerBatch": "10"}
+            "spark.sql.execution.arrow.maxRecordsPerBatch": "10",
+            "spark.buffer.size": "1024"}
     if jars:
         conf["spark.jars"] = ",".join(str(j) for j in jars)
     return conf
