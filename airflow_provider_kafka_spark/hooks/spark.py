@@ -74,7 +74,9 @@ class SparkHook(BaseHook):
         return settings
 
     def get_conn(self) -> SparkSession:
-        """The SparkSession (an existing active one with the same settings is reused)."""
+        """The SparkSession. As with ``getOrCreate()``, a session already running in this
+        process is returned: a classic one as it is, and on Spark Connect the process's
+        Connect session whatever its URL (one task process, one Connect server)."""
         from airflow_provider_kafka_spark.spark.session import spark_session
 
         settings = self.session_settings()

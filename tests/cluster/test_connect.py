@@ -98,13 +98,15 @@ def mixed_topic(new_topic: Any, kafka_config: dict[str, Any], kafka_admin: Any
     return topic, visible, ranges
 
 
+@pytest.mark.parametrize("engine", ["python", "spark-kafka"])
 def test_read_decode_and_summarize_over_connect(
         connect_spark: Any, kafka_config: dict[str, Any],
-        mixed_topic: tuple[str, list[Produced], OffsetRanges]) -> None:
+        mixed_topic: tuple[str, list[Produced], OffsetRanges], engine: str) -> None:
     topic, visible, ranges = mixed_topic
     assert type(connect_spark).__module__.startswith("pyspark.sql.connect")
 
-    df = read_kafka(connect_spark, ranges, kafka_config, max_records_per_split=2)
+    df = read_kafka(connect_spark, ranges, kafka_config, max_records_per_split=2,
+                    engine=engine)  # type: ignore[arg-type]
 
     assert rows_of(df) == visible  # committed only: no aborted record, no marker
     assert len(visible) == 15
