@@ -127,7 +127,7 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         session (see :class:`SparkHook`). On Spark Connect (a ``spark_connect`` connection)
         everything works the same, except that ``output_path`` must be a local path of the
         cluster's machines (``file:`` or absolute) and ``on_data_loss="skip"`` is refused;
-        both are ConfigurationErrors before the read (``docs/cluster.md``, "Spark Connect").
+        both are ConfigurationErrors before the read (``docs/spark-connect.md``).
     :param spark_conf: extra Spark conf for the session.
     :param max_records_per_split: Spark partitions of at most this many offsets, a positive
         int (default: ``read_kafka``'s).
