@@ -15,6 +15,7 @@ order. Nothing is committed: a backfill must not move a live consumer group.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pendulum
@@ -24,6 +25,10 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+
+# The default output folder's parent: $KAFKA_SPARK_OUTPUT_ROOT (scripts/airflow-local sets it to
+# its run folder's output/), else /tmp. Override per run with the output_root Param.
+OUTPUT_ROOT = os.environ.get("KAFKA_SPARK_OUTPUT_ROOT", "/tmp")
 
 with DAG(
     dag_id="kafka_backfill_by_time",
@@ -36,7 +41,7 @@ with DAG(
     params={
         "topics": Param("demo.events", type="string", minLength=1,
                         description="Topic name(s), comma-separated."),
-        "output_root": Param("/tmp/kafka_backfill_by_time", type="string", minLength=1,
+        "output_root": Param(f"{OUTPUT_ROOT}/kafka_backfill_by_time", type="string", minLength=1,
                              description="Folder (or s3a://, hdfs:// URL) of the hourly folders."),
     },
     tags=["kafka", "spark", "example"],

@@ -17,6 +17,7 @@ and overwrites the same folder. A manual run gets the last complete hour; trigge
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pendulum
@@ -29,6 +30,10 @@ from airflow_provider_kafka_spark.operators import (
 )
 from airflow_provider_kafka_spark.sensors import KafkaIntervalCompleteSensor
 
+# The default output folder's parent: $KAFKA_SPARK_OUTPUT_ROOT (scripts/airflow-local sets it to
+# its run folder's output/), else /tmp. Override per run with the output_root Param.
+OUTPUT_ROOT = os.environ.get("KAFKA_SPARK_OUTPUT_ROOT", "/tmp")
+
 with DAG(
     dag_id="kafka_hourly_ingest",
     description="Hourly Kafka -> Parquet, one folder per data interval, offsets committed after",
@@ -40,7 +45,7 @@ with DAG(
     params={
         "topics": Param("demo.events", type="string", minLength=1,
                         description="Topic name(s), comma-separated."),
-        "output_root": Param("/tmp/kafka_hourly_ingest", type="string", minLength=1,
+        "output_root": Param(f"{OUTPUT_ROOT}/kafka_hourly_ingest", type="string", minLength=1,
                              description="Folder (or s3a://, hdfs:// URL) of the hourly folders."),
         "group_id": Param("kafka_hourly_ingest", type="string", minLength=1,
                           description="Consumer group the stop offsets are committed to."),

@@ -15,6 +15,7 @@ the re-run's commit leaves the group where newer runs moved it.
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pendulum
@@ -27,6 +28,10 @@ from airflow_provider_kafka_spark.operators import (
 )
 from airflow_provider_kafka_spark.sensors import KafkaPartitionsSensor
 
+# The default output folder's parent: $KAFKA_SPARK_OUTPUT_ROOT (scripts/airflow-local sets it to
+# its run folder's output/), else /tmp. Override per run with the output_root Param.
+OUTPUT_ROOT = os.environ.get("KAFKA_SPARK_OUTPUT_ROOT", "/tmp")
+
 with DAG(
     dag_id="kafka_incremental_committed",
     description="Every 15 minutes: committed offsets -> latest, Parquet, then commit",
@@ -38,7 +43,7 @@ with DAG(
     params={
         "topics": Param("demo.events", type="string", minLength=1,
                         description="Topic name(s), comma-separated."),
-        "output_root": Param("/tmp/kafka_incremental_committed", type="string", minLength=1,
+        "output_root": Param(f"{OUTPUT_ROOT}/kafka_incremental_committed", type="string", minLength=1,
                              description="Folder (or s3a://, hdfs:// URL) of the batch folders."),
         "group_id": Param("kafka_incremental_committed", type="string", minLength=1,
                           description="Consumer group whose committed offsets start each run."),

@@ -13,12 +13,16 @@
 * the ``kafka_default`` connection as ``AIRFLOW_CONN_KAFKA_DEFAULT`` in the services'
   environment, this repo's ``dags/`` as the DAGs folder, and the topic ``demo.events`` with
   some events;
+* ``KAFKA_SPARK_OUTPUT_ROOT=DIR/output``: the example DAGs' default output folders go there
+  (``DIR/output/kafka_hourly_ingest/<hour>``, ...) instead of ``/tmp``;
 * login: the simple auth manager with one user ``admin`` whose password is written to
   ``DIR/home/simple_auth_manager_passwords.json`` (random once, then kept).
 
 It returns once ``/api/v2/monitor/health`` reports the scheduler, triggerer and dag-processor
 healthy and ``/api/v2/dags`` lists every example DAG. ``stop()`` ends every process it
 started (SIGTERM to each process group, then SIGKILL), also the broker if it started one.
+``Stack.cli(...)`` runs an ``airflow`` command (``backfill create``, ``dags list``...) as the
+services see the installation: same home, metadata DB and connections.
 
 Standard library only at import time (the demo topic is seeded with confluent-kafka, imported
 when needed), so the constants below can be imported anywhere, e.g. by the compose-file test.
@@ -34,8 +38,9 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,6 +60,10 @@ EXAMPLE_DAGS = ("kafka_adhoc", "kafka_backfill_by_time", "kafka_hourly_ingest",
                 "kafka_incremental_committed", "kafka_to_kafka_exactly_once")
 USERNAME = "admin"
 PASSWORDS_FILE = "simple_auth_manager_passwords.json"
+# LocalExecutor: at most this many task processes at once (a deferred sensor holds none).
+PARALLELISM = 4
+# Where the example DAGs write by default (their output_root Params read it when parsed).
+OUTPUT_ROOT_ENV = "KAFKA_SPARK_OUTPUT_ROOT"
 DEMO_TOPIC = "demo.events"
 DEMO_EVENTS = 3_000
 DEMO_HOURS = 3
@@ -82,6 +91,27 @@ class Stack:
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as response:
             return str(json.load(response)["access_token"])
+
+    @property
+    def output_root(self) -> Path:
+        """Where the example DAGs write by default (``KAFKA_SPARK_OUTPUT_ROOT``)."""
+        return output_root(self.run_dir)
+
+    def cli(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+        """``airflow <args>`` with the services' environment (same ``AIRFLOW_HOME``, metadata
+        DB and connections), e.g. ``stack.cli("backfill", "create", "--dag-id", ...)``.
+        Returns the finished process (output captured as text); does not check its exit code."""
+        port = urllib.parse.urlsplit(self.url).port
+        assert port is not None, self.url
+        return subprocess.run([str(airflow_bin()), *args], env=service_env(self.run_dir, port,
+                                                                           self.bootstrap),
+                              cwd=self.run_dir, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL, check=False)
+
+
+def output_root(run_dir: Path) -> Path:
+    """The example DAGs' default output root of the stack in ``run_dir``."""
+    return run_dir / "output"
 
 
 def airflow_bin() -> Path:
@@ -114,7 +144,7 @@ def stack_settings(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
     return {
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
-        "AIRFLOW__CORE__PARALLELISM": "4",
+        "AIRFLOW__CORE__PARALLELISM": str(PARALLELISM),
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS_FOLDER),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__AUTH_MANAGER":
@@ -122,7 +152,9 @@ def stack_settings(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORDS_FILE),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        # SQLite has one writer at a time: the services and a CLI command (`airflow backfill
+        # create` writes all its runs in one transaction) wait up to 60 s for the lock, not 5.
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}?timeout=60",
         "AIRFLOW__API__HOST": HOST,
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": url,
@@ -130,6 +162,7 @@ def stack_settings(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
         "AIRFLOW__API_AUTH__JWT_SECRET": keys["jwt_secret"],
         "AIRFLOW_CONN_KAFKA_DEFAULT": json.dumps(
             {"conn_type": "kafka", "extra": {"bootstrap.servers": bootstrap}}),
+        OUTPUT_ROOT_ENV: str(output_root(run_dir)),
         "PYSPARK_PYTHON": str(airflow_bin().with_name("python")),
         "SPARK_LOCAL_IP": HOST,
         # The scheduler's and triggerer's log servers (defaults 8793/8794) next to the API port,
@@ -244,9 +277,10 @@ def _wait_ready(stack: Stack, procs: dict[str, subprocess.Popen[bytes]]) -> None
 
 
 def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
-          bootstrap: str | None = None) -> Stack:
+          bootstrap: str | None = None, extra_env: Mapping[str, str] | None = None) -> Stack:
     """Start everything (see the module docstring) and return once it is ready. With
-    ``bootstrap`` the given broker is used and left alone; else one is started in DIR/kafka."""
+    ``bootstrap`` the given broker is used and left alone; else one is started in DIR/kafka.
+    ``extra_env`` is added to the services' environment (e.g. JVM options for Spark)."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     state_file = run_dir / "stack.json"
@@ -267,7 +301,7 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
         home = run_dir / "home"
         home.mkdir(exist_ok=True)
         (home / PASSWORDS_FILE).write_text(json.dumps({USERNAME: stack.password}) + "\n")
-        env = service_env(run_dir, port, bootstrap)
+        env = {**service_env(run_dir, port, bootstrap), **(extra_env or {})}
         airflow = str(airflow_bin())
         with open(run_dir / "db-migrate.log", "wb") as log:
             migrated = subprocess.run([airflow, "db", "migrate"], env=env, stdout=log,
@@ -353,10 +387,11 @@ def stop(run_dir: Path = DEFAULT_DIR) -> None:
 
 
 @contextmanager
-def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None) -> Iterator[Stack]:
+def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None,
+                  extra_env: Mapping[str, str] | None = None) -> Iterator[Stack]:
     """``start()`` on entry, ``stop()`` on exit (also on failure)."""
     try:
-        yield start(run_dir, port=port, bootstrap=bootstrap)
+        yield start(run_dir, port=port, bootstrap=bootstrap, extra_env=extra_env)
     finally:
         stop(run_dir)
 
@@ -365,5 +400,6 @@ def login_hint(stack: Stack) -> str:
     return (f"Airflow UI: {stack.url}  (login: {stack.username} / {stack.password}; the password "
             f"is in {stack.run_dir / 'home' / PASSWORDS_FILE})\n"
             f"Kafka: bootstrap.servers={stack.bootstrap} (connection kafka_default), topic "
-            f"{DEMO_TOPIC}\nlogs: {stack.run_dir}/<service>.log   stop: scripts/airflow-local stop"
+            f"{DEMO_TOPIC}\noutput of the example DAGs: {stack.output_root}/<dag_id>/...\n"
+            f"logs: {stack.run_dir}/<service>.log   stop: scripts/airflow-local stop"
             + ("" if stack.run_dir == DEFAULT_DIR.resolve() else f" --dir {stack.run_dir}"))

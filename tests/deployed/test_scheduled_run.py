@@ -1,13 +1,12 @@
 """The scheduler itself creates a run of ``kafka_hourly_ingest`` (catchup off: the last complete
 hour) over ``demo.events``, which ``scripts/airflow-local`` seeded; the run's ranges and files
-hold exactly the topic's records of that hour."""
+hold exactly the topic's records of that hour, in the DAG's default folder under the stack's
+``KAFKA_SPARK_OUTPUT_ROOT`` (never /tmp)."""
 
 from __future__ import annotations
 
-import shutil
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -20,7 +19,6 @@ from tools.airflow_stack import DEMO_TOPIC
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 
 DAG_ID = "kafka_hourly_ingest"
-OUTPUT_ROOT = Path("/tmp/kafka_hourly_ingest")  # the DAG's default output_root Param
 
 
 def test_a_scheduled_hourly_run_ingests_exactly_the_records_of_its_interval(
@@ -40,7 +38,8 @@ def test_a_scheduled_hourly_run_ingests_exactly_the_records_of_its_interval(
         assert first["run_type"] == "scheduled"
         start = datetime.fromisoformat(first["data_interval_start"].replace("Z", "+00:00"))
         end = datetime.fromisoformat(first["data_interval_end"].replace("Z", "+00:00"))
-        folder = OUTPUT_ROOT / start.strftime("%Y-%m-%dT%H")
+        # The DAG's default output_root Param: $KAFKA_SPARK_OUTPUT_ROOT/kafka_hourly_ingest.
+        folder = airflow.stack.output_root / DAG_ID / start.strftime("%Y-%m-%dT%H")
         run = airflow.wait(DAG_ID, first["dag_run_id"])
     finally:
         airflow.call("PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": True})
@@ -57,4 +56,3 @@ def test_a_scheduled_hourly_run_ingests_exactly_the_records_of_its_interval(
                                            else (r["start"], r["start"]))
     rows = pq.read_table(folder, columns=["partition", "offset", "key", "value"]).to_pylist()
     assert sorted((r["partition"], r["offset"], r["key"], r["value"]) for r in rows) == expected
-    shutil.rmtree(folder, ignore_errors=True)
