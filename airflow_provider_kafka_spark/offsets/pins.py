@@ -7,6 +7,12 @@ a cleared task or a cleared run therefore reads exactly the slice its first try 
 ``latest`` or ``committed`` specs whose answers have moved on since. Re-resolving is an
 explicit choice of the caller, who pins the new result over the old one.
 
+A pin also records the request it answers (the subscription, the specs, the group and the
+isolation level, as text). A run whose request differs from its pin's (a run deleted and
+created again under the same id with another conf, a DAG whose topics were edited before an
+old run was cleared) is refused with :class:`PinnedRequestChangedError` instead of silently
+re-reading the old slice or reading a new one: the caller decides, by re-resolving.
+
 Each run's records live in one partition of the pins topic, chosen by a hash of the run key,
 and the newest record of a key wins. Compaction keeps the newest record of every key forever,
 so a run can be cleared years later; a lookup reads its pins partition from the log start,
@@ -23,7 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from airflow_provider_kafka_spark.offsets.config import client_config
-from airflow_provider_kafka_spark.offsets.errors import InternalTopicError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, InternalTopicError
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     ensure_compacted_topic,
     partition_for,
@@ -40,6 +46,11 @@ PINS_PARTITIONS = 8
 """Partitions of a pins topic this package creates."""
 
 _KEY_VERSION = 1
+_PIN_VERSION = 2  # {"pin": 2, "request": {...}, "ranges": {...}}; version 1 was bare ranges
+
+
+class PinnedRequestChangedError(ConfigurationError):
+    """A run's pinned ranges answer another request than the run's current one."""
 
 
 @dataclass(frozen=True)
@@ -61,12 +72,18 @@ class RunKey:
         return f"{self.dag_id}/{self.task_id}{mapped} run {self.run_id}"
 
 
-def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey, *, topic: str = PINS_TOPIC,
+def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
+                  request: Mapping[str, str | None], *, topic: str = PINS_TOPIC,
                   timeout: float = 30.0) -> OffsetRanges | None:
     """The ranges pinned for ``run``, or ``None`` when it has none (its first resolution).
 
+    ``request`` is what the run asks for now (e.g. ``{"subscription": "topics:orders",
+    "start": "earliest", "stop": "latest", ...}``); it must equal the request the pin was made
+    for. Pins written before requests were recorded are used as they are.
+
     Raises:
         InternalTopicError: the pins topic could not be created or read.
+        PinnedRequestChangedError: the pin answers another request (names what changed).
     """
     admin = admin_client(kafka_config)
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
@@ -77,19 +94,34 @@ def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey, *, topic: str = 
     if not read.records or read.records[-1].value is None:
         return None
     try:
-        return OffsetRanges.from_json(read.records[-1].value)
-    except ValueError as exc:
+        value = json.loads(read.records[-1].value)
+        pinned_request = value.get("request") if value.get("pin") == _PIN_VERSION else None
+        ranges = OffsetRanges.from_json(value["ranges"] if pinned_request is not None else value)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
         raise InternalTopicError(
             f"the ranges pinned for {run} in {topic!r} cannot be read ({exc}); they were "
             "written by another version of this package. Re-resolve the run explicitly "
             "(re_resolve=True) to pin new ranges."
         ) from None
+    if pinned_request is not None and dict(pinned_request) != dict(request):
+        changes = "; ".join(
+            f"{name} {pinned_request.get(name)!r} -> {request.get(name)!r}"
+            for name in sorted(set(pinned_request) | set(request))
+            if pinned_request.get(name) != request.get(name))
+        raise PinnedRequestChangedError(
+            f"{run} first resolved another request than it makes now ({changes}); its pinned "
+            f"ranges (resolved at {ranges.resolved_at.isoformat()}) answer the old one. Nothing "
+            "was read. To read what the run asks for now, re-resolve it (re_resolve=True or the "
+            "Param re_resolve); to re-read the old slice, run it with its old settings."
+        )
+    return ranges
 
 
-def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRanges, *,
-               topic: str = PINS_TOPIC, timeout: float = 30.0) -> None:
-    """Store ``ranges`` as the pinned ranges of ``run`` (replacing earlier ones), durably:
-    returns once every in-sync replica has the record.
+def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRanges,
+               request: Mapping[str, str | None], *, topic: str = PINS_TOPIC,
+               timeout: float = 30.0) -> None:
+    """Store ``ranges``, the answer to ``request``, as the pinned ranges of ``run`` (replacing
+    earlier ones), durably: returns once every in-sync replica has the record.
 
     Raises:
         InternalTopicError: the pins topic could not be created or written.
@@ -101,7 +133,8 @@ def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRange
     producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
                          "acks": "all", "linger.ms": 0})
     failures: list[KafkaError] = []
-    producer.produce(topic, ranges.to_json().encode(), key,
+    value = {"pin": _PIN_VERSION, "request": dict(request), "ranges": ranges.to_dict()}
+    producer.produce(topic, json.dumps(value, sort_keys=True).encode(), key,
                      partition_for(key.decode(), partitions),
                      on_delivery=lambda err, _msg: failures.append(err) if err else None)
     if producer.flush(timeout) > 0 or failures:

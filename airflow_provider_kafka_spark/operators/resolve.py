@@ -150,11 +150,13 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
         kafka_config = self.kafka_hook.get_kafka_config()
         run = RunKey(self.dag_id, self.task_id, context["run_id"],
                      getattr(context.get("ti"), "map_index", -1))
+        request = {"subscription": str(subscription), "start": str(start), "stop": str(stop),
+                   "group_id": self.group_id or None, "isolation_level": self.isolation_level}
         if re_resolve:
             self.log.info("Resolving %s again (re_resolve): new ranges replace the pinned ones.",
                           run)
         else:
-            pinned = pinned_ranges(kafka_config, run, topic=self.pins_topic,
+            pinned = pinned_ranges(kafka_config, run, request, topic=self.pins_topic,
                                    timeout=self.timeout)
             if pinned is not None:
                 self.log.info(
@@ -175,7 +177,7 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
             on_open_transaction=self.on_open_transaction,  # type: ignore[arg-type]
             timeout=self.timeout,
         )
-        pin_ranges(kafka_config, run, ranges, topic=self.pins_topic, timeout=self.timeout)
+        pin_ranges(kafka_config, run, ranges, request, topic=self.pins_topic, timeout=self.timeout)
         self.log.info("Resolved and pinned %d partition(s), %d offset(s):\n%s",
                       len(ranges), ranges.total(), ranges_table(ranges))
         return ranges.to_dict()

@@ -97,3 +97,34 @@ def test_a_cleared_exactly_once_run_writes_nothing_twice(
     written = consume_all(kafka_config, sink, 3, isolation_level="read_committed")
     assert Counter(key for _p, _o, key, _v, _ts in written) == Counter(
         key for _p, key, _v, _ts in batch + later)
+
+
+def test_a_run_recreated_with_other_topics_is_refused_not_fed_its_old_slice(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path) -> None:
+    first_topic, other_topic = new_topic(partitions=1), new_topic(partitions=1)
+    now = int(time.time() * 1000)
+    produce(kafka_config, first_topic, [(0, None, b"old", now)])
+    produce(kafka_config, other_topic, [(0, None, b"new", now)])
+    conf = {"topics": first_topic, "start": "earliest", "stop": "latest",
+            "output_path": str(tmp_path / "out")}
+    first = run_dag("kafka_adhoc", logical_date=L1, conf=conf, run_after=L1)
+    assert first.state == "success", first.errors
+
+    # The same run id, created again with another topic: its pin answers the old request.
+    output = tmp_path / "other"
+    again = run_dag("kafka_adhoc", logical_date=L1, conf={**conf, "topics": other_topic,
+                                         "output_path": str(output)}, run_after=L1)
+    assert again.state == "failed"
+    assert again.task_states == {"resolve_offsets": "failed", "ingest": "upstream_failed"}
+    assert (f"subscription 'topics:{first_topic}' -> 'topics:{other_topic}'"
+            in again.errors["resolve_offsets"])
+    assert not output.exists()
+
+    def re_resolve(dag: Any) -> None:
+        dag.get_task("resolve_offsets").re_resolve = True
+
+    resolved = run_dag("kafka_adhoc", logical_date=L1, conf={**conf, "topics": other_topic,
+                                            "output_path": str(output)}, edit=re_resolve,
+                       run_after=L1)
+    assert resolved.state == "success", resolved.errors
+    assert ranges_of(resolved.xcom["resolve_offsets"]) == [(other_topic, 0, 0, 1)]

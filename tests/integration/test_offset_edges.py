@@ -20,7 +20,12 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
     timestamp_stops,
 )
-from airflow_provider_kafka_spark.offsets.pins import RunKey, pin_ranges, pinned_ranges
+from airflow_provider_kafka_spark.offsets.pins import (
+    PinnedRequestChangedError,
+    RunKey,
+    pin_ranges,
+    pinned_ranges,
+)
 from airflow_provider_kafka_spark.offsets.resolve import retry_coordinator
 from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
@@ -187,12 +192,29 @@ def test_pins_are_kept_per_run_and_the_newest_wins(kafka_config):
     first = RunKey(f"{prefix}/a", "b", "run")
     other = RunKey(prefix, "a/b", "run")  # the same text joined with '/': another run
     mapped = RunKey(f"{prefix}/a", "b", "run", map_index=0)
-    assert pinned_ranges(kafka_config, first) is None
+    request = {"subscription": "topics:t", "start": "latest", "stop": "latest"}
+    assert pinned_ranges(kafka_config, first, request) is None
     ranges = OffsetRanges((PartitionRange("t", 0, 1, 5),), starting="latest", stopping="latest")
-    pin_ranges(kafka_config, first, ranges)
-    assert pinned_ranges(kafka_config, first) == ranges
-    assert pinned_ranges(kafka_config, other) is None
-    assert pinned_ranges(kafka_config, mapped) is None
+    pin_ranges(kafka_config, first, ranges, request)
+    assert pinned_ranges(kafka_config, first, request) == ranges
+    assert pinned_ranges(kafka_config, other, request) is None
+    assert pinned_ranges(kafka_config, mapped, request) is None
     newer = OffsetRanges((PartitionRange("t", 0, 5, 9),))
-    pin_ranges(kafka_config, first, newer)
-    assert pinned_ranges(kafka_config, first) == newer
+    pin_ranges(kafka_config, first, newer, request)
+    assert pinned_ranges(kafka_config, first, request) == newer
+
+
+def test_a_pin_answers_only_its_own_request(kafka_config):
+    run = RunKey(uuid.uuid4().hex[:8], "resolve", "backfill__2026-11-21T00:00:00+00:00")
+    request = {"subscription": "topics:orders", "start": "earliest", "stop": "latest",
+               "group_id": None}
+    ranges = OffsetRanges((PartitionRange("orders", 0, 0, 7),))
+    pin_ranges(kafka_config, run, ranges, request)
+
+    with pytest.raises(PinnedRequestChangedError) as raised:
+        pinned_ranges(kafka_config, run, {**request, "subscription": "topics:refunds"})
+    assert "subscription 'topics:orders' -> 'topics:refunds'" in str(raised.value)
+    assert "re_resolve" in str(raised.value)
+    with pytest.raises(PinnedRequestChangedError, match="group_id None -> 'g'"):
+        pinned_ranges(kafka_config, run, {**request, "group_id": "g"})
+    assert pinned_ranges(kafka_config, run, dict(request)) == ranges
