@@ -37,6 +37,7 @@ from tools.spark_cluster import Cluster
 
 PARTITIONS = 2
 SPLIT = 150  # offsets per Spark partition: 2 per Kafka partition, 4 tasks for 2 executors
+HOLD_AFTER = 40  # rows a gated exactly-once task passes to its producer before it is held
 
 
 def held_tasks(gate: Path) -> list[tuple[int, int, int, int]]:
@@ -144,11 +145,13 @@ def test_exactly_once_write_survives_an_executor_killed_mid_transaction(
             "transactional_id_prefix": f"cluster-{uuid.uuid4().hex[:8]}",
             "write_id": f"w-{uuid.uuid4().hex[:8]}",
             # evaluation 1 is write_kafka's pre-pass, 2 the write itself
-            "gate": {"dir": str(gate), "hold_run": 2, "hold_after": 40}}
+            "gate": {"dir": str(gate), "hold_run": 2, "hold_after": HOLD_AFTER}}
 
     def mid_transaction() -> None:  # the held tasks' first rows are in open transactions
-        wait_for(lambda: sum(high_watermarks(kafka_admin, target, 3,
-                                             IsolationLevel.READ_UNCOMMITTED).values()) >= 20,
+        # Some held task's rows; whether the killed task's own rows left Spark's buffers
+        # before the kill varies, so the test does not count on them.
+        wait_for(lambda: sum(high_watermarks(kafka_admin, target, 3, IsolationLevel.
+                                             READ_UNCOMMITTED).values()) >= 20,
                  "the held tasks' first rows on the broker", timeout=60)
         assert sum(high_watermarks(kafka_admin, target, 3,
                                    IsolationLevel.READ_COMMITTED).values()) == 0
@@ -164,9 +167,6 @@ def test_exactly_once_write_survives_an_executor_killed_mid_transaction(
     assert set(keys.values()) == {1}  # exactly one copy per key
     assert {(k.decode(), v.decode()) for _, _, k, v, _ in committed} == {
         (k, v) for _, k, v in expected}
-    # The killed attempt's rows did reach the broker, in a transaction that was aborted.
-    everything = consume_all(kafka_config, target, 3)
-    assert len(everything) > len(committed)
     first, second = result["runs"]
     assert sum(first["records_per_task"].values()) == len(expected)
     # the re-run skips every task: each one's commit is in the ledger
