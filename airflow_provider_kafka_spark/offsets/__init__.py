@@ -22,6 +22,7 @@ from airflow_provider_kafka_spark.offsets.errors import (
     KafkaSparkError,
     OffsetResolutionError,
     OffsetSpecError,
+    PinnedRequestChangedError,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.resolve import (
@@ -59,6 +60,7 @@ __all__ = [
     "OffsetResolutionError",
     "OffsetSpec",
     "OffsetSpecError",
+    "PinnedRequestChangedError",
     "PartitionRange",
     "SpecificOffsets",
     "Subscription",

@@ -35,6 +35,11 @@ class OffsetSpecError(ConfigurationError):
     """An offset spec, subscription or serialized range could not be understood."""
 
 
+class PinnedRequestChangedError(ConfigurationError):
+    """A run's pinned ranges answer another request (topics, specs, group) than the run makes
+    now; re-resolve the run explicitly to read what it asks for."""
+
+
 class OffsetResolutionError(KafkaSparkError):
     """Offsets could not be resolved against the cluster (unknown topic, bad range, timeout...).
 

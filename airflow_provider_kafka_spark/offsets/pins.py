@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from airflow_provider_kafka_spark.offsets.config import client_config
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, InternalTopicError
+from airflow_provider_kafka_spark.offsets.errors import InternalTopicError, PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     ensure_compacted_topic,
     partition_for,
@@ -47,10 +47,6 @@ PINS_PARTITIONS = 8
 
 _KEY_VERSION = 1
 _PIN_VERSION = 2  # {"pin": 2, "request": {...}, "ranges": {...}}; version 1 was bare ranges
-
-
-class PinnedRequestChangedError(ConfigurationError):
-    """A run's pinned ranges answer another request than the run's current one."""
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,8 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
     timestamp_stops,
 )
+from airflow_provider_kafka_spark.offsets.errors import PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.pins import (
-    PinnedRequestChangedError,
     RunKey,
     pin_ranges,
     pinned_ranges,
