@@ -277,10 +277,14 @@ def start(run_dir: Path = DEFAULT_DIR, *, python: str | None = None,
             str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
             "--host", HOST, "--port", str(ports["master.rpc"]),
             "--webui-port", str(ports["master.ui"])], env)
+        _wait_master(cluster, master, READY_TIMEOUT_S)
+        # The workers and the Connect server start together: the server's application
+        # registers with the master at once and gets its executors as the workers join.
         workers = {name: _launch(run_dir, name, _worker_command(cluster, name), env)
                    for name in WORKERS}
-        _wait_workers(cluster, {"master": master, **workers}, READY_TIMEOUT_S)
         connect = _launch(run_dir, "connect", _connect_command(cluster, jars), env)
+        _wait_workers(cluster, {"master": master, **workers, "connect": connect},
+                      READY_TIMEOUT_S)
         _wait_connect(cluster, connect, READY_TIMEOUT_S)
         return cluster
     except BaseException:
@@ -302,6 +306,24 @@ def _check_running(cluster: Cluster, pids: Mapping[str, int]) -> None:
         if not _alive(pid):
             raise ClusterError(f"Spark {name} exited during start-up; see "
                                f"{cluster.run_dir / (name + '.log')}")
+
+
+def _wait_master(cluster: Cluster, pid: int, timeout: float) -> None:
+    """Until the master's JSON says it is ALIVE (it leads and accepts registrations)."""
+    deadline = time.monotonic() + timeout
+    last = "the master did not answer"
+    while time.monotonic() < deadline:
+        _check_running(cluster, {"master": pid})
+        try:
+            status = cluster.master_state().get("status")
+            if status == "ALIVE":
+                return
+            last = f"the master is {status}"
+        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+            last = f"the master did not answer ({exc})"
+        time.sleep(0.25)
+    raise ClusterError(f"the Spark master was not ready within {timeout:.0f}s: {last}; "
+                       f"see {cluster.run_dir / 'master.log'}")
 
 
 def _wait_workers(cluster: Cluster, pids: Mapping[str, int], timeout: float) -> None:

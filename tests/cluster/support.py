@@ -136,6 +136,17 @@ def executor_of(cluster: Cluster, python_pid: int, app_id: str) -> tuple[str, in
     return executors[pid], pid
 
 
+def processes_of(run_dir: Path) -> list[int]:
+    """Live processes whose command line names ``run_dir`` (the cluster's JVMs: their
+    classpath starts with ``run_dir/conf``), to check that nothing is left; never to kill."""
+    found = []
+    for proc in psutil.process_iter(["pid", "cmdline", "status"]):
+        cmdline = proc.info["cmdline"] or []
+        if proc.info["status"] != psutil.STATUS_ZOMBIE and any(str(run_dir) in a for a in cmdline):
+            found.append(proc.info["pid"])
+    return sorted(found)
+
+
 def _tail(log: Path, lines: int = 40) -> str:
     text = log.read_text(errors="replace") if log.exists() else "(no log)"
     return "\n".join(text.splitlines()[-lines:])

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import psutil
 
+from tests.cluster.support import processes_of
 from tools.spark_cluster import Cluster
 
 
 def test_connect_query_runs_on_both_workers_executors(spark_cluster: Cluster, connect_spark) -> None:
     assert spark_cluster.alive_workers() == 2
+    services = {spark_cluster.pid(name) for name in ("master", "worker-1", "worker-2", "connect")}
+    assert None not in services and services <= set(processes_of(spark_cluster.run_dir))
 
     def where(batches):
         import os
