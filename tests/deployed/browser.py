@@ -90,12 +90,23 @@ def form_field(dialog: Any, title: str) -> Any:
     return dialog.get_by_role("group").filter(has=label).locator("input")
 
 
-def type_into(field: Any, text: str) -> None:
-    """Click the field, select what it holds and type ``text`` key by key, as a person does."""
-    field.click()
-    field.press("ControlOrMeta+a")
-    field.press("Backspace")
-    field.press_sequentially(text)
+def type_into(field: Any, text: str, attempts: int = 3) -> None:
+    """Click the field, select what it holds and type ``text`` key by key, as a person does,
+    then read the field back. On a loaded machine the UI's controlled inputs can drop a
+    keystroke that arrives while React re-renders (seen in CI: "rom" for "from"); a person
+    would see it and retype, and so does this, ``attempts`` times at most."""
+    for _ in range(attempts):
+        field.click()
+        field.press("ControlOrMeta+a")
+        field.press("Backspace")
+        field.press_sequentially(text, delay=10)
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline:
+            if field.input_value() == text:
+                return
+            time.sleep(0.1)
+    raise AssertionError(f"the field holds {field.input_value()!r} after typing {text!r} "
+                         f"{attempts} times")
 
 
 class Timer:
