@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -41,9 +40,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from tools.processes import alive, launch, read_pid, stop_service
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS_FOLDER = ROOT / "dags"
@@ -69,6 +70,7 @@ DEMO_TOPIC = "demo.events"
 DEMO_EVENTS = 3_000
 DEMO_HOURS = 3
 READY_TIMEOUT_S = 180.0
+STOP_GRACE_S = 20.0  # the scheduler ends its running tasks first
 
 class StackError(RuntimeError):
     """The local Airflow could not be started or did not become ready."""
@@ -184,19 +186,6 @@ def service_env(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
     return env
 
 
-def read_pid(run_dir: Path, name: str) -> int | None:
-    """The pid in ``DIR/<name>.pid`` if that process still runs."""
-    pid_file = run_dir / f"{name}.pid"
-    if not pid_file.exists():
-        return None
-    pid = int(pid_file.read_text().strip())
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    return pid
-
-
 def _get_json(url: str, token: str | None = None) -> object:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as r:
@@ -239,15 +228,14 @@ def seed_demo_topic(bootstrap: str) -> int:
     return DEMO_EVENTS
 
 
-def _wait_ready(stack: Stack, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+def _wait_ready(stack: Stack, pids: Mapping[str, int]) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     last = "the API server did not answer"
     token: str | None = None
     while time.monotonic() < deadline:
-        for name, proc in procs.items():
-            if proc.poll() is not None:
-                raise StackError(f"airflow {name} exited with {proc.returncode}; "
-                                 f"see {stack.run_dir / (name + '.log')}")
+        for name, pid in pids.items():
+            if not alive(pid):
+                raise StackError(f"airflow {name} exited; see {stack.run_dir / (name + '.log')}")
         try:
             health = _get_json(f"{stack.url}/api/v2/monitor/health")
             assert isinstance(health, dict)
@@ -310,69 +298,12 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
         if migrated.returncode:
             raise StackError(f"airflow db migrate failed; see {run_dir / 'db-migrate.log'}")
         seed_demo_topic(bootstrap)
-        procs: dict[str, subprocess.Popen[bytes]] = {}
-        for name in SERVICES:
-            with open(run_dir / f"{name}.log", "wb") as log:
-                procs[name] = subprocess.Popen(
-                    [airflow, name], env=env, cwd=run_dir, stdout=log,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-            (run_dir / f"{name}.pid").write_text(str(procs[name].pid))
-        _wait_ready(stack, procs)
+        pids = {name: launch(run_dir, name, [airflow, name], env) for name in SERVICES}
+        _wait_ready(stack, pids)
         return stack
     except BaseException:
         stop(run_dir)
         raise
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid`` (Linux ``/proc``), children first."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found: list[int] = []
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """False once ``pid`` is gone; reaps it when it is this process's child (the fixture)."""
-    with suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
-def _stop_service(run_dir: Path, name: str) -> None:
-    pid = read_pid(run_dir, name)
-    if pid is not None:
-        # Task processes put themselves in their own process groups: note them first.
-        family = _descendants(pid)
-        with suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + 20
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for target in (pid, *family):
-            for kill in (os.killpg, os.kill):
-                with suppress(ProcessLookupError, PermissionError):
-                    kill(target, signal.SIGKILL)
-        _alive(pid)
-    (run_dir / f"{name}.pid").unlink(missing_ok=True)
 
 
 def stop(run_dir: Path = DEFAULT_DIR) -> None:
@@ -380,7 +311,7 @@ def stop(run_dir: Path = DEFAULT_DIR) -> None:
     stack started it. Safe to call when nothing runs."""
     run_dir = run_dir.resolve()
     for name in reversed(SERVICES):
-        _stop_service(run_dir, name)
+        stop_service(run_dir, name, grace=STOP_GRACE_S)
     if (run_dir / "kafka" / "broker.pid").exists():
         subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir",
                         str(run_dir / "kafka")], check=True)

@@ -30,17 +30,18 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
+
+from tools.processes import alive, end_group, launch, read_pid, stop_service
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / ".cache" / "spark-local"
@@ -54,7 +55,6 @@ APP_CORES = 2         # spark.cores.max: one 1-core executor per worker
 DAEMON_MEMORY = "512m"  # master and worker JVMs
 CONNECT_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_TIMEOUT_S = 120.0
-STOP_GRACE_S = 15.0
 
 
 class ClusterError(RuntimeError):
@@ -156,22 +156,13 @@ class Cluster:
         """(Re)start worker ``name`` on its ports (e.g. after a test killed it); its pid."""
         if (pid := self.pid(name)) is not None:
             return pid
-        pid = _launch(self.run_dir, name, _worker_command(self, name), self.env())
+        pid = launch(self.run_dir, name, _worker_command(self, name), self.env())
         _wait_workers(self, {name: pid}, READY_TIMEOUT_S)
         return pid
 
     def kill_worker(self, name: str) -> None:
         """SIGKILL worker ``name`` with everything in its process group (its executors)."""
-        _stop_service(self.run_dir, name, grace=0.0)
-
-
-def read_pid(run_dir: Path, name: str) -> int | None:
-    """The pid in ``DIR/<name>.pid`` if that process still runs."""
-    pid_file = run_dir / f"{name}.pid"
-    if not pid_file.exists():
-        return None
-    pid = int(pid_file.read_text().strip())
-    return pid if _alive(pid) else None
+        stop_service(self.run_dir, name, grace=0.0)
 
 
 def app_conf(python: str) -> dict[str, str]:
@@ -236,15 +227,6 @@ def _connect_command(cluster: Cluster, jars: Sequence[str | Path]) -> list[str]:
     return command
 
 
-def _launch(run_dir: Path, name: str, command: list[str], env: Mapping[str, str]) -> int:
-    with open(run_dir / f"{name}.log", "ab") as log:
-        proc = subprocess.Popen(command, env=dict(env), cwd=run_dir, stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
-    (run_dir / f"{name}.pid").write_text(str(proc.pid))
-    return proc.pid
-
-
 def start(run_dir: Path = DEFAULT_DIR, *, python: str | None = None,
           jars: Sequence[str | Path] = ()) -> Cluster:
     """Start the master, both workers and the Connect server (see the module docstring) and
@@ -273,16 +255,16 @@ def start(run_dir: Path = DEFAULT_DIR, *, python: str | None = None,
         state_file.write_text(json.dumps(
             {**cluster.__dict__, "run_dir": str(run_dir), "ports": dict(ports)}, indent=1))
         env = cluster.env()
-        master = _launch(run_dir, "master", [
+        master = launch(run_dir, "master", [
             str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
             "--host", HOST, "--port", str(ports["master.rpc"]),
             "--webui-port", str(ports["master.ui"])], env)
         _wait_master(cluster, master, READY_TIMEOUT_S)
         # The workers and the Connect server start together: the server's application
         # registers with the master at once and gets its executors as the workers join.
-        workers = {name: _launch(run_dir, name, _worker_command(cluster, name), env)
+        workers = {name: launch(run_dir, name, _worker_command(cluster, name), env)
                    for name in WORKERS}
-        connect = _launch(run_dir, "connect", _connect_command(cluster, jars), env)
+        connect = launch(run_dir, "connect", _connect_command(cluster, jars), env)
         _wait_workers(cluster, {"master": master, **workers, "connect": connect},
                       READY_TIMEOUT_S)
         _wait_connect(cluster, connect, READY_TIMEOUT_S)
@@ -303,47 +285,51 @@ def _get_json(url: str) -> object:
 
 def _check_running(cluster: Cluster, pids: Mapping[str, int]) -> None:
     for name, pid in pids.items():
-        if not _alive(pid):
+        if not alive(pid):
             raise ClusterError(f"Spark {name} exited during start-up; see "
                                f"{cluster.run_dir / (name + '.log')}")
 
 
 def _wait_master(cluster: Cluster, pid: int, timeout: float) -> None:
     """Until the master's JSON says it is ALIVE (it leads and accepts registrations)."""
-    deadline = time.monotonic() + timeout
-    last = "the master did not answer"
-    while time.monotonic() < deadline:
-        _check_running(cluster, {"master": pid})
-        try:
-            status = cluster.master_state().get("status")
-            if status == "ALIVE":
-                return
-            last = f"the master is {status}"
-        except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-            last = f"the master did not answer ({exc})"
-        time.sleep(0.25)
-    raise ClusterError(f"the Spark master was not ready within {timeout:.0f}s: {last}; "
-                       f"see {cluster.run_dir / 'master.log'}")
+    def missing(state: Mapping[str, object]) -> str | None:
+        status = state.get("status")
+        return None if status == "ALIVE" else f"the master is {status}"
+
+    _poll_master(cluster, {"master": pid}, timeout, missing, cluster.run_dir / "master.log")
 
 
 def _wait_workers(cluster: Cluster, pids: Mapping[str, int], timeout: float) -> None:
     """Until the master's JSON lists every worker ALIVE (a restarted worker: its new id)."""
+    def missing(state: Mapping[str, object]) -> str | None:
+        workers = state.get("workers", [])
+        ready = {w["port"] for w in workers if w.get("state") == "ALIVE"}  # type: ignore[union-attr]
+        wanted = {cluster.ports[f"{w}.rpc"] for w in WORKERS if cluster.pid(w) is not None}
+        if wanted <= ready and len(wanted) == len(WORKERS):
+            return None
+        return f"{len(ready & wanted)} of {len(WORKERS)} workers ALIVE"
+
+    _poll_master(cluster, pids, timeout, missing, cluster.run_dir)
+
+
+def _poll_master(cluster: Cluster, pids: Mapping[str, int], timeout: float,
+                 missing: Callable[[Mapping[str, object]], str | None], logs: Path) -> None:
+    """Poll the master's JSON until ``missing(state)`` is None (else it says what is missing);
+    fails at once when one of ``pids`` exits."""
     deadline = time.monotonic() + timeout
     last = "the master did not answer"
     while time.monotonic() < deadline:
         _check_running(cluster, pids)
         try:
-            workers = cluster.master_state().get("workers", [])
-            alive = {w["port"] for w in workers if w.get("state") == "ALIVE"}  # type: ignore[union-attr]
-            wanted = {cluster.ports[f"{w}.rpc"] for w in WORKERS if cluster.pid(w) is not None}
-            if wanted <= alive and len(wanted) == len(WORKERS):
+            problem = missing(cluster.master_state())
+            if problem is None:
                 return
-            last = f"{len(alive & wanted)} of {len(WORKERS)} workers ALIVE"
+            last = problem
         except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
             last = f"the master did not answer ({exc})"
-        time.sleep(0.5)
+        time.sleep(0.25)
     raise ClusterError(f"the Spark master was not ready within {timeout:.0f}s: {last}; "
-                       f"see the logs in {cluster.run_dir}")
+                       f"see {logs}")
 
 
 CONNECT_PROBE = """\
@@ -383,59 +369,12 @@ def _wait_connect(cluster: Cluster, pid: int, timeout: float) -> None:
                            f"see {cluster.run_dir / 'connect.log'}")
 
 
-def _alive(pid: int) -> bool:
-    """False once ``pid`` is gone (or a zombie); reaps it when it is this process's child."""
-    with suppress(ChildProcessError):
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
-def _descendants(pid: int) -> list[int]:
-    import psutil
-
-    try:
-        return [p.pid for p in psutil.Process(pid).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
-
-
-def end_group(pid: int, grace: float = STOP_GRACE_S) -> None:
-    """End the process group led by ``pid`` (SIGTERM, up to ``grace`` seconds, then SIGKILL
-    to the group and to every descendant noted before, e.g. ones in groups of their own)."""
-    family = _descendants(pid)
-    if grace > 0:
-        with suppress(ProcessLookupError):
-            os.killpg(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-    for target in (pid, *family):
-        for kill in (os.killpg, os.kill):
-            with suppress(ProcessLookupError, PermissionError):
-                kill(target, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while any(_alive(p) for p in (pid, *family)) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _stop_service(run_dir: Path, name: str, grace: float = STOP_GRACE_S) -> None:
-    pid = read_pid(run_dir, name)
-    if pid is not None:
-        end_group(pid, grace)
-    (run_dir / f"{name}.pid").unlink(missing_ok=True)
-
-
 def stop(run_dir: Path = DEFAULT_DIR) -> None:
     """Stop every process started from ``run_dir`` (reverse start order). Safe to call when
     nothing runs."""
     run_dir = run_dir.resolve()
     for name in reversed(SERVICES):
-        _stop_service(run_dir, name)
+        stop_service(run_dir, name)
     (run_dir / "cluster.json").unlink(missing_ok=True)
 
 

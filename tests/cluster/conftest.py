@@ -29,13 +29,13 @@ How to use it:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.cluster.support import CONNECT_MODE_ENV, restored_env
 from tools.spark_cluster import Cluster
 from tools.spark_cluster import spark_cluster as start_cluster
 
@@ -73,14 +73,9 @@ def connect_spark(spark_cluster: Cluster) -> Iterator[Any]:
     classic mode, after the test."""
     from airflow_provider_kafka_spark.spark import spark_session
 
-    saved = {k: os.environ.get(k) for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
-    session = spark_session(remote=spark_cluster.connect_url)
-    try:
-        yield session
-    finally:
-        session.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+    with restored_env(*CONNECT_MODE_ENV):
+        session = spark_session(remote=spark_cluster.connect_url)
+        try:
+            yield session
+        finally:
+            session.stop()

@@ -4,6 +4,7 @@ running ``jobs.py`` on the cluster (to completion, or in the background under a 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
@@ -16,11 +17,29 @@ import psutil
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
 from tests.kafka_data import produce, transactional_producer, wait_for_markers
 from tools.local_broker import free_port
-from tools.spark_cluster import Cluster, end_group
+from tools.processes import end_group
+from tools.spark_cluster import Cluster
 
 JOBS = Path(__file__).resolve().parent / "jobs.py"
+CONNECT_MODE_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
+"""What creating a Spark Connect session sets in this process (every later ``SparkSession``
+builder and ``pyspark.sql.functions`` call then goes to Connect)."""
 Record = tuple[int, int, str | None, str]
 """(partition, offset, key, value) of a record read back."""
+
+
+@contextmanager
+def restored_env(*keys: str) -> Iterator[None]:
+    """Put the environment variables ``keys`` back as they were (set or unset) on exit."""
+    saved = {key: os.environ.get(key) for key in keys}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
 
 
 def transactional_input(kafka_config: dict[str, Any], kafka_admin: Any, topic: str,

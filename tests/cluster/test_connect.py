@@ -42,6 +42,7 @@ from airflow_provider_kafka_spark.spark import (
     summarize,
     write_kafka,
 )
+from tests.cluster.support import CONNECT_MODE_ENV, restored_env
 from tests.integration.write_kafka_support import read_committed
 from tests.kafka_data import transactional_producer, wait_for_markers
 from tools.spark_cluster import Cluster
@@ -252,27 +253,21 @@ def connect_connection(spark_cluster: Cluster, kafka_config: dict[str, Any],
     cluster's Connect server) as AIRFLOW_CONN_* variables; the Connect session the task
     creates is stopped afterwards and this process put back in classic mode."""
     url = urlsplit(spark_cluster.connect_url.replace("sc://", "http://", 1))
-    saved = {k: os.environ.get(k) for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE",
-                                            "AIRFLOW_CONN_KAFKA_DEFAULT",
-                                            "AIRFLOW_CONN_SPARK_CONNECT_TEST")}
-    os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"] = json.dumps({"conn_type": "kafka",
-                                                           "extra": kafka_config})
-    os.environ["AIRFLOW_CONN_SPARK_CONNECT_TEST"] = json.dumps(
-        {"conn_type": "spark_connect", "host": url.hostname, "port": url.port,
-         "login": "airflow", "extra": {"use_ssl": False}})
-    try:
-        yield
-    finally:
-        from pyspark.sql.connect.session import SparkSession as ConnectSession
+    with restored_env(*CONNECT_MODE_ENV, "AIRFLOW_CONN_KAFKA_DEFAULT",
+                      "AIRFLOW_CONN_SPARK_CONNECT_TEST"):
+        os.environ["AIRFLOW_CONN_KAFKA_DEFAULT"] = json.dumps({"conn_type": "kafka",
+                                                               "extra": kafka_config})
+        os.environ["AIRFLOW_CONN_SPARK_CONNECT_TEST"] = json.dumps(
+            {"conn_type": "spark_connect", "host": url.hostname, "port": url.port,
+             "login": "airflow", "extra": {"use_ssl": False}})
+        try:
+            yield
+        finally:
+            from pyspark.sql.connect.session import SparkSession as ConnectSession
 
-        session = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
-        if session is not None:
-            session.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+            session = ConnectSession.getActiveSession() or ConnectSession._get_default_session()
+            if session is not None:
+                session.stop()
 
 
 def _adhoc_dag_on_connect() -> Any:
