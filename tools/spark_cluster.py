@@ -260,13 +260,14 @@ def start(run_dir: Path = DEFAULT_DIR, *, python: str | None = None,
             "--host", HOST, "--port", str(ports["master.rpc"]),
             "--webui-port", str(ports["master.ui"])], env)
         _wait_master(cluster, master, READY_TIMEOUT_S)
-        # The workers and the Connect server start together: the server's application
-        # registers with the master at once and gets its executors as the workers join.
         workers = {name: launch(run_dir, name, _worker_command(cluster, name), env)
                    for name in WORKERS}
+        _wait_workers(cluster, {"master": master, **workers}, READY_TIMEOUT_S)
+        # Only once both workers are ALIVE: the master places an application's executors on
+        # the workers registered at that moment, so a server started with the workers could
+        # get both of its executors on the first worker to join and leave the other's cores
+        # to the next application (seen in CI under load).
         connect = launch(run_dir, "connect", _connect_command(cluster, jars), env)
-        _wait_workers(cluster, {"master": master, **workers, "connect": connect},
-                      READY_TIMEOUT_S)
         _wait_connect(cluster, connect, READY_TIMEOUT_S)
         return cluster
     except BaseException:
