@@ -90,3 +90,60 @@ def test_resolve_ingest_and_commit_report_topics_ranges_and_output(
         {"partition": 2, "start": 2, "stop": 2}]
     assert [(d["namespace"], d["name"]) for d in fail["outputs"]] == [
         ("file", str(blocker / T1.strftime("%Y-%m-%dT%H")))]
+
+
+@pytest.fixture
+def report_dag_unpaused(airflow_db: Path) -> Any:
+    """The example DAGs in the metadata DB (as the dag-processor writes them), with
+    ``kafka_hourly_report`` unpaused (new DAGs start paused); paused again after the test."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    manager = DagBundlesManager()
+    manager.sync_bundles_to_db()
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        sync_bag_to_db(BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path,
+                                    bundle_name=bundle.name), bundle.name, bundle.version)
+
+    def paused(value: bool) -> None:
+        with create_session() as session:
+            changed = session.execute(update(DagModel).where(
+                DagModel.dag_id == "kafka_hourly_report").values(is_paused=value)).rowcount
+            assert changed == 1
+
+    paused(False)
+    yield
+    paused(True)
+
+
+def test_ingest_announces_the_folder_it_wrote_and_queues_the_report_dag(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
+        report_dag_unpaused: None) -> None:
+    from airflow.models.asset import AssetDagRunQueue, AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    topic = new_topic(partitions=3)
+    arrange(kafka_config, topic)
+    conf = {"topics": topic, "output_root": str(tmp_path / "out"), "group_id": f"g-{topic}"}
+
+    outcome = run_dag("kafka_hourly_ingest", logical_date=T1, conf=conf)
+
+    assert outcome.state == "success", outcome.errors
+    folder = tmp_path / "out" / T1.subtract(hours=1).strftime("%Y-%m-%dT%H")
+    with create_session() as session:
+        asset = session.scalars(select(AssetModel).where(
+            AssetModel.uri == f"file://{folder}")).one()
+        events = session.scalars(select(AssetEvent).where(AssetEvent.asset_id == asset.id)).all()
+        assert [(e.source_dag_id, e.source_task_id, e.extra) for e in events] == [
+            ("kafka_hourly_ingest", "ingest", {"records": 9})]
+        assert [a.name for a in events[0].source_aliases] == [
+            "kafka_spark:kafka_hourly_ingest.ingest"]
+        queued = session.scalars(select(AssetDagRunQueue.target_dag_id).where(
+            AssetDagRunQueue.asset_id == asset.id)).all()
+        assert queued == ["kafka_hourly_report"]
