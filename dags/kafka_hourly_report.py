@@ -38,12 +38,12 @@ with DAG(
     def report(triggering_asset_events: Any = None) -> list[dict[str, Any]]:
         """Each folder written (one per triggering event): its URI, records and ranges."""
         written = []
-        for events in (triggering_asset_events or {}).values():
-            for event in events:
-                uri = event.asset.uri
-                manifest = json.loads((Path(urlsplit(uri).path) / MANIFEST_NAME).read_text())
-                written.append({"uri": uri, "records": manifest["records"],
-                                "ranges": manifest["ranges"]["ranges"]})
+        # Keyed by the alias (each event is also listed under its asset's own key).
+        for event in triggering_asset_events[INGEST_OUTPUT]:
+            uri = event.asset.uri
+            manifest = json.loads((Path(urlsplit(uri).path) / MANIFEST_NAME).read_text())
+            written.append({"uri": uri, "records": manifest["records"],
+                            "ranges": manifest["ranges"]["ranges"]})
         return written
 
     report()
