@@ -58,7 +58,7 @@ SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 # The components /api/v2/monitor/health reports on, besides the metadata DB.
 HEALTH_COMPONENTS = ("scheduler", "triggerer", "dag_processor")
 EXAMPLE_DAGS = ("kafka_adhoc", "kafka_backfill_by_time", "kafka_hourly_ingest",
-                "kafka_incremental_committed", "kafka_to_kafka_exactly_once",
+                "kafka_hourly_report", "kafka_incremental_committed", "kafka_to_kafka_exactly_once",
                 "kafka_window_when_complete")
 USERNAME = "admin"
 PASSWORDS_FILE = "simple_auth_manager_passwords.json"

@@ -19,9 +19,10 @@ from airflow_provider_kafka_spark.operators.arguments import (
     parse_ranges,
 )
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, bool_param
+from airflow_provider_kafka_spark.operators.lineage import Lineage, OpenLineageMixin, kafka_authority
 
 
-class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
+class KafkaCommitOffsetsOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     """Commit each partition's ``stop`` offset of ``ranges`` for ``group_id``.
 
     Put this task downstream of the ingest task (``resolve >> ingest >> commit``): with
@@ -91,6 +92,11 @@ class KafkaCommitOffsetsOperator(KafkaSparkBaseOperator):
     def offset_ranges(self) -> OffsetRanges:
         """The (rendered) ``ranges`` argument, parsed (see :func:`parse_ranges`)."""
         return parse_ranges(self.task_id, self.ranges)
+
+    def lineage(self, result: Any | None) -> Lineage:
+        """The topics whose offsets are committed, with their ranges (OpenLineage inputs)."""
+        return Lineage(kafka_authority(self.kafka_hook.get_kafka_config()),
+                       ranges=self.offset_ranges())
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.check_arguments(rendered=True)

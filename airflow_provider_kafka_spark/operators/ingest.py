@@ -26,6 +26,13 @@ from airflow_provider_kafka_spark.operators.arguments import (
     shown,
 )
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
+from airflow_provider_kafka_spark.operators.lineage import (
+    Lineage,
+    OpenLineageMixin,
+    dataset_of_path,
+    kafka_authority,
+    output_asset_uri,
+)
 from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink
 from airflow_provider_kafka_spark.sinks.base import error_line
 from airflow_provider_kafka_spark.sinks.files import FORMAT_NAME
@@ -49,7 +56,7 @@ FILE_ONLY = ("output_options", "partition_by")
 KAFKA_ONLY = ("output_kafka_conn_id", "transactional_id_prefix", "write_id")
 
 
-class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
+class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     """Read ``ranges`` with Spark (``read_kafka``), transform, and write this run's output:
     files at ``output_path`` or records to the Kafka topic ``output_topic`` (exactly one).
 
@@ -195,6 +202,10 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
         self.include_headers = include_headers
         self.on_data_loss = on_data_loss
         self.check_arguments(rendered=False)
+        if self.has_dag():
+            from airflow.sdk import AssetAlias
+
+            self.outlets = [*self.outlets, AssetAlias(name=self.output_alias_name)]
 
     def check_arguments(self, *, rendered: bool) -> None:
         """Check every argument; before rendering (``rendered=False``, from ``__init__``) the
@@ -345,6 +356,7 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
                       stats["seconds"], stats["records_per_second"],
                       _summary_table(stats["partitions"]))
         self._warn_lost(stats)
+        self._announce_output(context, stats)
         return stats
 
     def sink(self, context: Any, ranges: OffsetRanges) -> Sink:
@@ -353,16 +365,63 @@ class KafkaSparkIngestOperator(KafkaSparkBaseOperator):
             assert isinstance(self.output_path, str) and isinstance(self.output_format, str)
             return FileSink(self.output_path, format=self.output_format,
                             options=self.output_options, partition_by=self.partition_by or ())
-        output_hook = (KafkaHook(self.output_kafka_conn_id) if self.output_kafka_conn_id
-                       else self.kafka_hook)
         return KafkaSink(
-            output_hook.get_kafka_config, self.output_topic.strip(),
+            self.output_kafka_hook.get_kafka_config, self.output_topic.strip(),
             delivery_guarantee=self.delivery_guarantee.lower(),
             transactional_id_prefix=self.transactional_id_prefix or f"{self.dag_id}.{self.task_id}",
             write_id=(self.write_id.strip() if self.write_id
                       else default_write_id(self.dag_id, self.task_id, context["run_id"], ranges)),
             records_as_read=self.transform is None and not self.sql,
         )
+
+    @cached_property
+    def output_kafka_hook(self) -> KafkaHook:
+        """The hook of the output cluster (``output_kafka_conn_id``, else ``kafka_conn_id``)."""
+        return (KafkaHook(self.output_kafka_conn_id) if self.output_kafka_conn_id
+                else self.kafka_hook)
+
+    @property
+    def output_alias_name(self) -> str:
+        """The name of the asset alias through which each run announces the asset it wrote:
+        ``kafka_spark:<dag_id>.<task_id>``."""
+        return f"kafka_spark:{self.dag_id}.{self.task_id}"
+
+    def output_asset_uri(self) -> str:
+        """The asset URI of the rendered output: ``file:///...``, ``s3://...`` or
+        ``kafka://host:port/topic``."""
+        if self.output_topic is None:
+            return output_asset_uri(output_path=self.output_path)
+        return output_asset_uri(output_topic=self.output_topic.strip(),
+                                kafka_config=self.output_kafka_hook.get_kafka_config())
+
+    def lineage(self, result: Any | None) -> Lineage:
+        """The topics of ``ranges`` (with the records read once complete) and the output."""
+        ranges = self.offset_ranges()
+        if self.output_topic is None:
+            output = dataset_of_path(str(self.output_path))
+        else:
+            output = (f"kafka://{kafka_authority(self.output_kafka_hook.get_kafka_config())}",
+                      self.output_topic.strip())
+        records: dict[str, int] | None = None
+        written = None
+        if result is not None:
+            records = {}
+            for entry in result["partitions"]:
+                records[entry["topic"]] = records.get(entry["topic"], 0) + entry["records"]
+            written = result["output"].get("records_written")
+        return Lineage(kafka_authority(self.kafka_hook.get_kafka_config()), ranges=ranges,
+                       records=records, output=output, output_records=written)
+
+    def _announce_output(self, context: Any, stats: dict[str, Any]) -> None:
+        """An event of the output's asset through this task's alias (when it has one), so DAGs
+        scheduled on that asset run."""
+        from airflow.sdk import Asset, AssetAlias
+
+        alias = AssetAlias(name=self.output_alias_name)
+        if alias not in self.outlets:
+            return
+        context["outlet_events"][alias].add(Asset(self.output_asset_uri()),
+                                            extra={"records": stats["records"]})
 
     def _warn_lost(self, stats: dict[str, Any]) -> None:
         """One warning naming the partitions with skipped (deleted) offsets, if any."""

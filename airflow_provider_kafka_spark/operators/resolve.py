@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow_provider_kafka_spark.offsets import (
+    OffsetRanges,
     OffsetSpecError,
     Timestamp,
     parse_offset_spec,
@@ -31,9 +32,10 @@ from airflow_provider_kafka_spark.operators.base import (
     bool_param,
     ranges_table,
 )
+from airflow_provider_kafka_spark.operators.lineage import Lineage, OpenLineageMixin, kafka_authority
 
 
-class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
+class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSparkBaseOperator):
     """Resolve ``start`` and ``stop`` to one ``[start, stop)`` offset range per partition.
 
     The result (``OffsetRanges.to_dict()``) is the task's XCom ``return_value``; the ingest and
@@ -181,6 +183,15 @@ class KafkaResolveOffsetsOperator(SubscriptionMixin, KafkaSparkBaseOperator):
         self.log.info("Resolved and pinned %d partition(s), %d offset(s):\n%s",
                       len(ranges), ranges.total(), ranges_table(ranges))
         return ranges.to_dict()
+
+    def lineage(self, result: Any | None) -> Lineage:
+        """The subscribed topics; once resolved, with their ranges (OpenLineage inputs)."""
+        authority = kafka_authority(self.kafka_hook.get_kafka_config())
+        if result is not None:
+            return Lineage(authority, ranges=OffsetRanges.from_json(result))
+        subscription = self.subscription()
+        return Lineage(authority, topics=subscription.topic_names or tuple(
+            dict.fromkeys(topic for topic, _ in subscription.partition_list)))
 
     def specs(self, context: Mapping[str, Any]) -> tuple[Any, Any]:
         """The parsed ``(start, stop)`` specs of this run; checked, never zero-width."""

@@ -1,0 +1,149 @@
+"""OpenLineage events of the resolve, ingest and commit operators, written by the OpenLineage
+provider's real listener through the openlineage client's file transport during ``dag.test()``
+runs of ``kafka_hourly_ingest`` against the real broker and Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.dags.test_hourly_and_adhoc import T1, T2, arrange
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def events_of(log: Path, dag_id: str) -> dict[tuple[str, str], dict[str, Any]]:
+    """The task events in the transport's file, by (task id, event type)."""
+    events = {}
+    for line in log.read_text().splitlines():
+        event = json.loads(line)
+        name = event["job"]["name"]
+        if name.startswith(f"{dag_id}."):
+            events[(name.removeprefix(f"{dag_id}."), event["eventType"])] = event
+    return events
+
+
+def offset_facet(dataset: dict[str, Any]) -> dict[str, Any]:
+    facet = dict(dataset["inputFacets"]["kafkaOffsetRanges"])
+    assert facet.pop("_producer")
+    assert facet.pop("_schemaURL")
+    return facet
+
+
+def test_resolve_ingest_and_commit_report_topics_ranges_and_output(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "openlineage.jsonl"
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(
+        {"type": "file", "log_file_path": str(log), "append": True}))
+    monkeypatch.setenv("AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD", "True")
+    topic = new_topic(partitions=3)
+    arrange(kafka_config, topic)
+    conf = {"topics": topic, "output_root": str(tmp_path / "out"), "group_id": f"g-{topic}"}
+
+    outcome = run_dag("kafka_hourly_ingest", logical_date=T1, conf=conf)
+
+    assert outcome.state == "success", outcome.errors
+    namespace = f"kafka://{kafka_config['bootstrap.servers']}"
+    ranges = {"isolationLevel": "read_committed", "partitions": [
+        {"partition": 0, "start": 3, "stop": 8}, {"partition": 1, "start": 0, "stop": 4},
+        {"partition": 2, "start": 2, "stop": 2}]}
+    events = events_of(log, "kafka_hourly_ingest")
+    assert {task for task, kind in events if kind == "COMPLETE"} >= {
+        "resolve_offsets", "ingest", "commit_offsets"}
+
+    start = events[("resolve_offsets", "START")]
+    assert [(d["namespace"], d["name"]) for d in start["inputs"]] == [(namespace, topic)]
+    assert start["outputs"] == []
+    resolved = events[("resolve_offsets", "COMPLETE")]
+    assert [(d["namespace"], d["name"]) for d in resolved["inputs"]] == [(namespace, topic)]
+    assert offset_facet(resolved["inputs"][0]) == ranges
+
+    folder = str(tmp_path / "out" / T1.subtract(hours=1).strftime("%Y-%m-%dT%H"))
+    for kind in ("START", "COMPLETE"):
+        ingest = events[("ingest", kind)]
+        assert [(d["namespace"], d["name"]) for d in ingest["inputs"]] == [(namespace, topic)]
+        assert offset_facet(ingest["inputs"][0]) == ranges
+        assert [(d["namespace"], d["name"]) for d in ingest["outputs"]] == [("file", folder)]
+    statistics = events[("ingest", "COMPLETE")]["inputs"][0]["inputFacets"]["inputStatistics"]
+    assert statistics["rowCount"] == 9
+
+    committed = events[("commit_offsets", "COMPLETE")]
+    assert [(d["namespace"], d["name"]) for d in committed["inputs"]] == [(namespace, topic)]
+    assert offset_facet(committed["inputs"][0]) == ranges
+    assert committed["outputs"] == []
+
+    # A failed ingest (its output root is a file) reports what it was to read and write.
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    failed = run_dag("kafka_hourly_ingest", logical_date=T2,
+                     conf={**conf, "output_root": str(blocker)})
+    assert failed.task_states["ingest"] == "failed"
+    events = events_of(log, "kafka_hourly_ingest")
+    fail = events[("ingest", "FAIL")]
+    assert [(d["namespace"], d["name"]) for d in fail["inputs"]] == [(namespace, topic)]
+    assert offset_facet(fail["inputs"][0])["partitions"] == [
+        {"partition": 0, "start": 8, "stop": 10}, {"partition": 1, "start": 4, "stop": 7},
+        {"partition": 2, "start": 2, "stop": 2}]
+    assert [(d["namespace"], d["name"]) for d in fail["outputs"]] == [
+        ("file", str(blocker / T1.strftime("%Y-%m-%dT%H")))]
+
+
+@pytest.fixture
+def report_dag_unpaused(airflow_db: Path) -> Any:
+    """The example DAGs in the metadata DB (as the dag-processor writes them), with
+    ``kafka_hourly_report`` unpaused (new DAGs start paused); paused again after the test."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+    from airflow.models.dag import DagModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import update
+
+    manager = DagBundlesManager()
+    manager.sync_bundles_to_db()
+    for bundle in manager.get_all_dag_bundles():
+        if not bundle.is_initialized:
+            bundle.initialize()
+        sync_bag_to_db(BundleDagBag(dag_folder=bundle.path, bundle_path=bundle.path,
+                                    bundle_name=bundle.name), bundle.name, bundle.version)
+
+    def paused(value: bool) -> None:
+        with create_session() as session:
+            changed = session.execute(update(DagModel).where(
+                DagModel.dag_id == "kafka_hourly_report").values(is_paused=value)).rowcount
+            assert changed == 1
+
+    paused(False)
+    yield
+    paused(True)
+
+
+def test_ingest_announces_the_folder_it_wrote_and_queues_the_report_dag(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
+        report_dag_unpaused: None) -> None:
+    from airflow.models.asset import AssetDagRunQueue, AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    topic = new_topic(partitions=3)
+    arrange(kafka_config, topic)
+    conf = {"topics": topic, "output_root": str(tmp_path / "out"), "group_id": f"g-{topic}"}
+
+    outcome = run_dag("kafka_hourly_ingest", logical_date=T1, conf=conf)
+
+    assert outcome.state == "success", outcome.errors
+    folder = tmp_path / "out" / T1.subtract(hours=1).strftime("%Y-%m-%dT%H")
+    with create_session() as session:
+        asset = session.scalars(select(AssetModel).where(
+            AssetModel.uri == f"file://{folder}")).one()
+        events = session.scalars(select(AssetEvent).where(AssetEvent.asset_id == asset.id)).all()
+        assert [(e.source_dag_id, e.source_task_id, e.extra) for e in events] == [
+            ("kafka_hourly_ingest", "ingest", {"records": 9})]
+        assert [a.name for a in events[0].source_aliases] == [
+            "kafka_spark:kafka_hourly_ingest.ingest"]
+        queued = session.scalars(select(AssetDagRunQueue.target_dag_id).where(
+            AssetDagRunQueue.asset_id == asset.id)).all()
+        assert queued == ["kafka_hourly_report"]
