@@ -5,6 +5,7 @@ runs of ``kafka_hourly_ingest`` against the real broker and Spark."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,32 @@ def offset_facet(dataset: dict[str, Any]) -> dict[str, Any]:
     return facet
 
 
-def test_resolve_ingest_and_commit_report_topics_ranges_and_output(
-        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def openlineage_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """The file the OpenLineage provider's listener writes its events to (file transport).
+
+    The provider's plugin registers its listener when Airflow loads plugins, once per process,
+    only if a transport is configured then; here the transport is configured for this test
+    alone, so the same listener is registered as the plugin would, and removed after."""
+    from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+    from airflow.sdk.listener import get_listener_manager
+
     log = tmp_path / "openlineage.jsonl"
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__TRANSPORT", json.dumps(
         {"type": "file", "log_file_path": str(log), "append": True}))
     monkeypatch.setenv("AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD", "True")
+    manager, listener = get_listener_manager(), get_openlineage_listener()
+    registered = manager.pm.is_registered(listener)
+    manager.add_listener(listener)
+    yield log
+    if not registered:
+        manager.pm.unregister(listener)
+
+
+def test_resolve_ingest_and_commit_report_topics_ranges_and_output(
+        run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
+        openlineage_log: Path) -> None:
+    log = openlineage_log
     topic = new_topic(partitions=3)
     arrange(kafka_config, topic)
     conf = {"topics": topic, "output_root": str(tmp_path / "out"), "group_id": f"g-{topic}"}
