@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 BROKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka-broker"
 
@@ -33,6 +36,48 @@ def local_broker(bootstrap: str | None = None, *, run_dir: Path | None = None) -
         finally:
             subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", folder],
                            check=True)
+
+
+@dataclass(frozen=True)
+class SecuredBroker:
+    """A broker started with ``scripts/kafka-broker start --security ...``: its run folder
+    (certificates in ``tls/``) and the librdkafka settings of each listener's clients."""
+
+    run_dir: Path
+    clients: dict[str, dict[str, str]]
+
+    def client_config(self, mode: str, **changes: Any) -> dict[str, Any]:
+        """The librdkafka config of a client of the ``mode`` listener (right credentials:
+        the SCRAM-SHA-512 user on SASL listeners, the client certificate on ``ssl``), with
+        ``changes`` (a key whose value is None is removed)."""
+        config = {**self.clients[mode], **changes}
+        return {k: v for k, v in config.items() if v is not None}
+
+    def tls_file(self, name: str) -> str:
+        """A PEM file of the broker's throwaway TLS material: ``ca.pem``, ``other-ca.pem``
+        (an unrelated CA), ``client.pem``, ``client.key``, ``client-encrypted.key``."""
+        return str(self.run_dir / "tls" / name)
+
+
+PLAIN_USER = ("bob", "bob-secret")
+"""The PLAIN user of the secured broker's SASL listeners (``scripts/kafka-broker``)."""
+CLIENT_KEY_PASSWORD = "client-key-secret"
+"""The password of ``client-encrypted.key``."""
+
+
+@contextmanager
+def secured_broker(run_dir: Path, modes: tuple[str, ...] = ("sasl_plaintext", "ssl", "sasl_ssl")
+                   ) -> Iterator[SecuredBroker]:
+    """A new broker with one listener per security mode in ``run_dir``, stopped on exit."""
+    subprocess.run(
+        [sys.executable, str(BROKER_SCRIPT), "start", "--dir", str(run_dir),
+         "--port", str(free_port()), "--security", ",".join(modes)],
+        check=True, capture_output=True, text=True)
+    try:
+        yield SecuredBroker(run_dir, json.loads((run_dir / "clients.json").read_text()))
+    finally:
+        subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", str(run_dir)],
+                       check=True)
 
 
 def free_port() -> int:

@@ -15,9 +15,9 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, KafkaAuthenticationError
 from airflow_provider_kafka_spark.offsets.specs import shown
 
 log = logging.getLogger(__name__)
@@ -264,3 +264,74 @@ def _warn_if_overridden(user: Mapping[str, Any], key: str, ours: Any, consequenc
         return
     _warned_overrides.add(seen)
     log.warning("kafka_config sets %s=%r, but %s", key, user[key], consequence.format(ours=ours))
+
+
+_AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL,
+                                   KafkaError.SASL_AUTHENTICATION_FAILED})
+
+
+def is_authentication_failure(error: KafkaError) -> bool:
+    """True for librdkafka's SASL and TLS failures (a TLS alert from the broker, such as a
+    rejected client certificate, comes as a transport error naming SSL)."""
+    return error.code() in _AUTHENTICATION_CODES or (
+        error.code() == KafkaError._TRANSPORT and "SSL" in error.str())
+
+
+class AuthenticationWatch:
+    """Catches the authentication failures librdkafka reports through ``error_cb``.
+
+    Build the client from :attr:`config` (the user's config with an ``error_cb`` that records
+    the first failure, then calls the user's own ``error_cb``, if any). The callback runs when
+    the client is polled (``poll``, ``consume``, ``flush``); :meth:`check` then raises the
+    failure as :class:`KafkaAuthenticationError`.
+    """
+
+    def __init__(self, config: Mapping[str, Any]) -> None:
+        self.failure: KafkaError | None = None
+        self._settings = {k: v for k, v in config.items() if k != "error_cb"}
+        self._user_callback = config.get("error_cb")
+        self.config: dict[str, Any] = {**config, "error_cb": self._record}
+
+    def _record(self, error: KafkaError) -> None:
+        if self.failure is None and is_authentication_failure(error):
+            self.failure = error
+        if self._user_callback is not None:
+            self._user_callback(error)
+
+    def check(self, what: str) -> None:
+        """Raise the recorded failure, if any, as the error of ``what`` (e.g. "resolving
+        offsets")."""
+        if self.failure is not None:
+            raise authentication_error(self.failure, self._settings, what)
+
+
+def authentication_error(error: KafkaError, config: Mapping[str, Any],
+                         what: str) -> KafkaAuthenticationError:
+    """The :class:`KafkaAuthenticationError` of librdkafka's ``error`` for a client of
+    ``config``: the protocol and mechanism in use and what to check; no secret value."""
+    protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
+    mechanism = str(config.get("sasl.mechanism") or config.get("sasl.mechanisms") or "GSSAPI")
+    text = error.str()
+    for key, value in config.items():
+        if is_secret_key(key) and isinstance(value, str) and len(value) >= 3:
+            text = text.replace(value, "***")
+    tls = error.code() == KafkaError._SSL or "SSL" in error.str()
+    checks = []
+    if protocol.startswith("SASL") and not tls:
+        checks.append(f"sasl.username and sasl.password (the {mechanism} credentials), and that "
+                      f"the broker's listener enables {mechanism} (sasl.mechanism)")
+    if protocol.endswith("SSL") and tls:
+        checks.append("ssl.ca.location (the CA that signed the brokers' certificates), "
+                      "ssl.certificate.location and ssl.key.location (+ ssl.key.password) when "
+                      "the listener requires a client certificate, and that the brokers' "
+                      "certificates name the hosts in bootstrap.servers "
+                      "(ssl.endpoint.identification.algorithm)")
+    if not checks:
+        checks.append("security.protocol: the listener at bootstrap.servers expects SSL or SASL")
+    using = f"security.protocol={protocol}" + (
+        f", sasl.mechanism={mechanism}" if protocol.startswith("SASL") else "")
+    return KafkaAuthenticationError(
+        f"{what}: the Kafka cluster at {cluster_name(config)} refused this client's "
+        f"authentication ({using}): {text.strip().rstrip('.')}. Check {'; '.join(checks)} in "
+        "the Kafka connection's extra."
+    )

@@ -7,6 +7,7 @@
         OffsetSpecError         an offset spec, subscription or serialized range
         WriteConfigError        write_kafka's arguments or input rows (spark.write_errors)
         DecodeError             decode_kafka's options (spark.errors)
+        KafkaAuthenticationError  the brokers refused the client's SASL credentials or TLS setup
       OffsetResolutionError     the cluster could not answer a resolution (unknown topic, timeout)
         DataLossError           offsets a range needs were deleted
         IntervalNotCompleteError  an open transaction holds back a timestamp stop (retryable)
@@ -29,6 +30,13 @@ class KafkaSparkError(Exception):
 class ConfigurationError(KafkaSparkError, ValueError):
     """A bad argument, option, Airflow connection or librdkafka config; raised before anything
     is read, committed or written."""
+
+
+class KafkaAuthenticationError(ConfigurationError):
+    """The brokers refused the client's credentials or TLS setup (wrong SASL user or password,
+    a mechanism the listener does not enable, an untrusted CA, a missing or rejected client
+    certificate). librdkafka reports these through its error callback, not as a request error;
+    this package raises them as soon as they are reported instead of waiting for a timeout."""
 
 
 class OffsetSpecError(ConfigurationError):

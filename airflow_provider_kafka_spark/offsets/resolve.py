@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
 from airflow_provider_kafka_spark.offsets.config import (
+    AuthenticationWatch,
     check_isolation_level,
     check_timeout,
     client_config,
@@ -89,6 +90,9 @@ RESULT_MARGIN = 2.0
 librdkafka's timeout (a KafkaException naming the failure) always wins the race against the
 future's bare ``TimeoutError``."""
 
+AUTHENTICATION_PROBE_S = 1.0
+"""Seconds of each metadata request before the client is polled for authentication failures."""
+
 # The request timed out or no broker could be reached.
 _UNREACHABLE_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
                                 KafkaError._ALL_BROKERS_DOWN})
@@ -99,12 +103,16 @@ REACH_HELP = ("Check that bootstrap.servers is right and that the brokers are up
 
 
 def admin_client(kafka_config: Mapping[str, Any]) -> AdminClient:
-    """An ``AdminClient`` for the user's librdkafka config.
+    """An ``AdminClient`` for the user's librdkafka config, watching for authentication
+    failures (see :func:`_partition_counts`).
 
     Raises:
         ConfigurationError: a config that :func:`client_config` or librdkafka refuses.
     """
-    return new_client(AdminClient, client_config(kafka_config))
+    watch = AuthenticationWatch(client_config(kafka_config))
+    admin = new_client(AdminClient, watch.config)
+    admin.kafka_spark_watch = watch
+    return admin
 
 
 def _admin(kafka_config: Mapping[str, Any] | AdminClient) -> tuple[AdminClient, str]:
@@ -152,7 +160,7 @@ def _list_partitions(admin: AdminClient, cluster: str, subscription: Subscriptio
 def _partition_counts(admin: AdminClient, cluster: str, seconds: float) -> dict[str, int]:
     """``{topic: number of partitions}`` of every topic on the cluster (one metadata call)."""
     try:
-        metadata = admin.list_topics(timeout=seconds)
+        metadata = cluster_metadata(admin, seconds)
     except KafkaException as exc:
         raise OffsetResolutionError(
             f"the Kafka cluster at {cluster} did not give its metadata within {seconds:g}s "
@@ -160,6 +168,33 @@ def _partition_counts(admin: AdminClient, cluster: str, seconds: float) -> dict[
         ) from None
     return {name: len(topic.partitions) for name, topic in metadata.topics.items()
             if topic.error is None}
+
+
+def cluster_metadata(admin: AdminClient, seconds: float) -> Any:
+    """``admin.list_topics()``: the metadata of every topic, within ``seconds``.
+
+    The first call of every cluster operation of this package. With a client of
+    :func:`admin_client`, it asks in slices of :data:`AUTHENTICATION_PROBE_S` and polls the
+    client in between, so that a refused authentication (which librdkafka reports through
+    ``error_cb`` only) fails at once instead of after ``seconds``.
+
+    Raises:
+        KafkaAuthenticationError: the cluster refused the client's credentials or TLS setup.
+        KafkaException: no metadata within ``seconds``.
+    """
+    watch: AuthenticationWatch | None = getattr(admin, "kafka_spark_watch", None)
+    deadline = time.monotonic() + seconds
+    while True:
+        remaining = max(deadline - time.monotonic(), 0.001)
+        try:
+            return admin.list_topics(
+                timeout=remaining if watch is None else min(remaining, AUTHENTICATION_PROBE_S))
+        except KafkaException:
+            if watch is not None:
+                admin.poll(0)
+                watch.check(f"asking the cluster for its metadata within {seconds:g}s")
+            if watch is None or time.monotonic() >= deadline:
+                raise
 
 
 def resolve_offsets(

@@ -52,6 +52,7 @@ from pyspark.sql.types import StructType
 from airflow_provider_kafka_spark.offsets.config import (
     ISOLATION_LEVELS,
     MAX_TIMEOUT,
+    AuthenticationWatch,
     check_timeout,
     consumer_config,
     new_client,
@@ -314,12 +315,13 @@ def read_split(
     if split.start >= split.stop:
         return
     schema = arrow_schema or to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
-    consumer = new_client(Consumer, consumer_config(kafka_config, isolation_level=isolation_level))
+    watch = AuthenticationWatch(consumer_config(kafka_config, isolation_level=isolation_level))
+    consumer = new_client(Consumer, watch.config)
     try:
         consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
         yield from _SplitReader(
             consumer, split, schema, include_headers, on_data_loss, poll_seconds, isolation_level,
-            on_skip,
+            on_skip, watch,
         ).batches()
     finally:
         consumer.close()
@@ -330,8 +332,10 @@ class _SplitReader:
 
     def __init__(self, consumer: Consumer, split: PartitionRange, schema: pa.Schema,
                  include_headers: bool, on_data_loss: str, poll_timeout: float,
-                 isolation_level: str, on_skip: Callable[[int], None] | None) -> None:
+                 isolation_level: str, on_skip: Callable[[int], None] | None,
+                 watch: AuthenticationWatch) -> None:
         self.consumer = consumer
+        self.watch = watch
         self.split = split
         self.schema = schema
         self.include_headers = include_headers
@@ -369,6 +373,9 @@ class _SplitReader:
                 yield self._batch()
             if self.position > before:
                 last_progress = time.monotonic()
+            elif self.watch.failure is not None:  # reported during consume(), at once
+                self.watch.check(f"reading {self.split.topic}/{self.split.partition} "
+                                 f"[{self.split.start}, {self.split.stop})")
             elif time.monotonic() - last_progress > self.poll_timeout:
                 raise KafkaReadError(self._stalled_message())
         if self.offsets:

@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from airflow_provider_kafka_spark.offsets.errors import (
     ConfigurationError,
     DataLossError,
+    KafkaAuthenticationError,
     KafkaSparkError,
 )
 
@@ -34,7 +35,8 @@ def kafka_errors() -> Iterator[None]:
     Spark reports an exception raised in a Python worker as a generic ``PythonException`` /
     ``Py4JJavaError`` carrying the traceback text. Inside ``with kafka_errors():`` a failure
     caused by one of this package's errors (:class:`DataLossError` with its ``lost`` counts,
-    :class:`KafkaReadError`, the ``write_kafka`` errors) is raised as that class, chained to
+    :class:`KafkaReadError`, :class:`KafkaAuthenticationError`, the ``write_kafka``
+    errors) is raised as that class, chained to
     the original; anything else propagates unchanged::
 
         with kafka_errors():
@@ -72,7 +74,8 @@ def _executor_error_classes() -> dict[str, type[KafkaSparkError]]:
     from airflow_provider_kafka_spark.spark import write_errors
 
     classes: dict[str, type[KafkaSparkError]] = {
-        "DataLossError": DataLossError, "KafkaReadError": KafkaReadError}
+        "DataLossError": DataLossError, "KafkaReadError": KafkaReadError,
+        "KafkaAuthenticationError": KafkaAuthenticationError}
     for name in dir(write_errors):
         value = getattr(write_errors, name)
         if isinstance(value, type) and issubclass(value, write_errors.KafkaWriteError):

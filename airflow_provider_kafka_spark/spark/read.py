@@ -29,6 +29,7 @@ from airflow_provider_kafka_spark.offsets.resolve import (
     RESULT_MARGIN,
     admin_client,
     cluster_failure,
+    cluster_metadata,
 )
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.spark.datasource import (
@@ -255,6 +256,7 @@ def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
     otherwise = ("Check that the topics still exist and that this client may describe them "
                  "(ACLs), or resolve the offsets again.")
     try:
+        cluster_metadata(admin, timeout)  # a refused authentication fails here, at once
         futures = admin.list_offsets(
             {TopicPartition(r.topic, r.partition): KafkaOffsetSpec.earliest() for r in todo},
             request_timeout=timeout)

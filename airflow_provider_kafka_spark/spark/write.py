@@ -18,7 +18,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.offsets.resolve import admin_client, cluster_metadata
 from airflow_provider_kafka_spark.spark.errors import kafka_errors
 from airflow_provider_kafka_spark.spark.ledger import (
     TaskInput,
@@ -152,6 +152,8 @@ def write_kafka(
             (before anything is written).
         KafkaWriteError: the cluster did not answer within ``metadata_timeout_s``, or the
             brokers' configs could not be read (before anything is written).
+        KafkaAuthenticationError: the cluster refused the client's credentials or TLS setup
+            (before anything is written).
         LedgerError: the ledger topic cannot be created/read, or this ``write_id`` was
             started on a DataFrame with a different number of partitions or committed a task
             from other input (its recorded rows, topics or content digest differ; see
@@ -390,7 +392,7 @@ def _read_cluster(admin: AdminClient, kafka_config: Mapping[str, Any],
         KafkaWriteError: no broker answered within ``timeout`` seconds.
     """
     try:
-        metadata = admin.list_topics(timeout=timeout)
+        metadata = cluster_metadata(admin, timeout)
     except KafkaException as exc:
         raise KafkaWriteError(
             f"could not reach the Kafka cluster at bootstrap.servers="
