@@ -26,11 +26,8 @@ def local_broker(bootstrap: str | None = None, *, run_dir: Path | None = None) -
         return
     with tempfile.TemporaryDirectory(prefix="kafka-broker-") as scratch:
         folder = str(run_dir or scratch)
-        out = subprocess.run(
-            [sys.executable, str(BROKER_SCRIPT), "start", "--dir", folder,
-             "--port", str(free_port())],
-            check=True, capture_output=True, text=True,
-        ).stdout
+        out = _start([sys.executable, str(BROKER_SCRIPT), "start", "--dir", folder,
+                      "--port", str(free_port())])
         try:
             yield out.strip().split("=", 1)[1]
         finally:
@@ -69,15 +66,22 @@ CLIENT_KEY_PASSWORD = "client-key-secret"
 def secured_broker(run_dir: Path, modes: tuple[str, ...] = ("sasl_plaintext", "ssl", "sasl_ssl")
                    ) -> Iterator[SecuredBroker]:
     """A new broker with one listener per security mode in ``run_dir``, stopped on exit."""
-    subprocess.run(
-        [sys.executable, str(BROKER_SCRIPT), "start", "--dir", str(run_dir),
-         "--port", str(free_port()), "--security", ",".join(modes)],
-        check=True, capture_output=True, text=True)
+    _start([sys.executable, str(BROKER_SCRIPT), "start", "--dir", str(run_dir),
+            "--port", str(free_port()), "--security", ",".join(modes)])
     try:
         yield SecuredBroker(run_dir, json.loads((run_dir / "clients.json").read_text()))
     finally:
         subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", str(run_dir)],
                        check=True)
+
+
+def _start(command: list[str]) -> str:
+    """Run ``scripts/kafka-broker start``; its output, or an error quoting what it said."""
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): "
+                           f"{done.stderr.strip()[-2000:]}")
+    return done.stdout
 
 
 def free_port() -> int:
