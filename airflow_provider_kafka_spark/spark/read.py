@@ -45,6 +45,7 @@ from airflow_provider_kafka_spark.spark.datasource import (
 from airflow_provider_kafka_spark.spark.errors import (
     SparkKafkaSourceMissingError,
 )
+from airflow_provider_kafka_spark.spark.java_client import java_client_settings
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.session import spark_kafka_package
 from airflow_provider_kafka_spark.spark.splits import (
@@ -140,7 +141,9 @@ def read_kafka(
             one big partition still keeps every core busy.
         engine: ``"python"`` (a Python data source; needs no JVM jar) or ``"spark-kafka"``
             (Spark's own ``kafka`` source with numeric ``startingOffsets``/``endingOffsets``;
-            needs the ``spark-sql-kafka-0-10`` package on the classpath).
+            needs the ``spark-sql-kafka-0-10`` package on the classpath; the connection's
+            librdkafka security settings are translated for its Java client, see
+            :mod:`~airflow_provider_kafka_spark.spark.java_client`).
         include_headers: add the ``headers`` column.
         on_data_loss: ``"fail"``: offsets deleted before or during the read raise
             :class:`DataLossError`; ``"skip"``: log and count them and read what is left.
@@ -313,7 +316,8 @@ def _read_spark_kafka(spark: SparkSession, ranges: OffsetRanges, config: dict[st
         assign.setdefault(r.topic, []).append(r.partition)
         starting.setdefault(r.topic, {})[str(r.partition)] = r.start
         ending.setdefault(r.topic, {})[str(r.partition)] = r.stop
-    client = {k: v for k, v in config.items() if k not in _SPARK_KAFKA_OWNED}
+    client = java_client_settings(
+        {k: v for k, v in config.items() if k not in _SPARK_KAFKA_OWNED})
     reader = (
         spark.read.format(SPARK_KAFKA_FORMAT)
         .option("assign", json.dumps(assign))

@@ -54,11 +54,12 @@ def test_resolve_read_write_commit_and_sensors(
                              group_id=f"g-{topic}", timeout=20)
     assert [(r.partition, r.start, r.stop) for r in ranges] == [(0, 0, 7), (1, 0, 3)]
 
-    rows = read_kafka(spark, ranges, config).select("partition", "offset", "key",
-                                                     "value").collect()
     expected = records_of(config, topic, 2)
-    assert sorted((r[0], r[1], bytes(r[2]), bytes(r[3])) for r in rows) == expected
     assert len(expected) == 7  # 6 plain + 1 committed (the aborted one is not read)
+    for engine in ("python", "spark-kafka"):
+        rows = read_kafka(spark, ranges, config, engine=engine).select(
+            "partition", "offset", "key", "value").collect()
+        assert sorted((r[0], r[1], bytes(r[2]), bytes(r[3])) for r in rows) == expected, engine
 
     result = write_kafka(read_kafka(spark, ranges, config).select("key", "value"), config,
                          topic=output, transactional_id_prefix=f"tx-{topic}",
