@@ -66,7 +66,9 @@ class OffsetRanges:
     (only with ``on_data_loss="skip"``); ``truncated`` maps ``(topic, partition)`` to the first
     offset of an open transaction that cut a ``timestamp:`` stop short (only with
     ``on_open_transaction="truncate"``): records from that offset on may belong to the
-    interval but are not in the range.
+    interval but are not in the range; ``lag`` maps ``(topic, partition)`` to the partition's
+    end at resolution (last stable offset or high watermark, per ``isolation_level``) minus
+    the range's stop (ranges read from before lag was recorded have none).
     """
 
     ranges: tuple[PartitionRange, ...]
@@ -77,6 +79,7 @@ class OffsetRanges:
     resolved_at: datetime = field(default_factory=lambda: datetime.now(UTC))
     lost: Mapping[tuple[str, int], int] = field(default_factory=dict)
     truncated: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    lag: Mapping[tuple[str, int], int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.ranges, str | bytes | Mapping) or not isinstance(self.ranges, Iterable) \
@@ -104,6 +107,7 @@ class OffsetRanges:
         object.__setattr__(self, "lost", _checked_offsets(self.lost, "lost", _check_count))
         object.__setattr__(self, "truncated", _checked_offsets(self.truncated, "truncated",
                                                                _check_open_transaction))
+        object.__setattr__(self, "lag", _checked_offsets(self.lag, "lag", _check_count))
 
     def __iter__(self) -> Iterator[PartitionRange]:
         return iter(self.ranges)
@@ -114,6 +118,10 @@ class OffsetRanges:
     def total(self) -> int:
         """Sum of ``stop - start``: an upper bound on the records in all ranges."""
         return sum(r.size for r in self.ranges)
+
+    def total_lag(self) -> int:
+        """Sum of ``lag``: offsets past the stops at resolution (0 when not recorded)."""
+        return sum(self.lag.values())
 
     def is_empty(self) -> bool:
         """True when no range holds an offset."""
@@ -138,6 +146,9 @@ class OffsetRanges:
             "truncated": [
                 {"topic": t, "partition": p, "open_transaction_offset": o}
                 for (t, p), o in self.truncated.items()
+            ],
+            "lag": [
+                {"topic": t, "partition": p, "offsets": n} for (t, p), n in self.lag.items()
             ],
         }
 
@@ -196,6 +207,7 @@ class OffsetRanges:
             resolved_at=moment,
             lost=_keyed_field(data, "lost", "offsets"),
             truncated=_keyed_field(data, "truncated", "open_transaction_offset"),
+            lag=_keyed_field(data, "lag", "offsets"),
         )
 
 

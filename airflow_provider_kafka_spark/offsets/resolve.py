@@ -111,7 +111,7 @@ def admin_client(kafka_config: Mapping[str, Any]) -> AdminClient:
     """
     watch = AuthenticationWatch(client_config(kafka_config))
     admin = new_client(AdminClient, watch.config)
-    admin.kafka_spark_watch = watch
+    admin.kafka_spark_watch = watch  # type: ignore[attr-defined]  # read by cluster_metadata
     return admin
 
 
@@ -228,6 +228,9 @@ def resolve_offsets(
     decided). With ``on_open_transaction="truncate"`` the stop is the last stable offset and
     the cut is recorded in ``OffsetRanges.truncated``.
 
+    Lag: each partition's ``latest`` (under ``isolation_level``) minus its stop, kept in
+    ``OffsetRanges.lag``: how far the range ends behind the partition's end at resolution.
+
     Data loss: a start below the log start offset means the data is gone; so does a
     ``timestamp:T`` start on a partition whose records were deleted (log start offset > 0)
     when T is not after the oldest retained record's timestamp (the deleted records may have
@@ -302,6 +305,7 @@ def resolve_offsets(
                         ", ".join(f"{t}/{p} at {o}" for (t, p), o in truncated.items()))
 
     earliest = lookup.offsets("earliest")
+    latest = lookup.offsets("latest")  # cached: asked once per resolution at most
     ranges: list[PartitionRange] = []
     lost: dict[Key, int] = {}
     backwards: list[str] = []
@@ -343,6 +347,8 @@ def resolve_offsets(
         isolation_level=level,
         group_id=group_id,
         lost=lost,
+        lag={(r.topic, r.partition): max(latest[(r.topic, r.partition)] - r.stop, 0)
+             for r in ranges},
         truncated=truncated,
     )
 

@@ -188,9 +188,12 @@ def bool_param(owner: str, context: Mapping[str, Any], name: str) -> bool:
 
 
 def ranges_table(ranges: OffsetRanges) -> str:
-    """A fixed-width table of the ranges, one row per partition, for task logs."""
-    return format_table(("topic", "partition", "start", "stop", "offsets"),
-                        [(r.topic, r.partition, r.start, r.stop, r.size) for r in ranges])
+    """A fixed-width table of the ranges, one row per partition, and a total line, for task
+    logs; ``lag`` is empty for ranges resolved before lag was recorded."""
+    table = format_table(("topic", "partition", "start", "stop", "offsets", "lag"),
+                         [(r.topic, r.partition, r.start, r.stop, r.size,
+                           ranges.lag.get((r.topic, r.partition), "")) for r in ranges])
+    return f"{table}\ntotal: {ranges.total()} offset(s), lag {ranges.total_lag()}"
 
 
 def format_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -11,6 +11,7 @@ from airflow_provider_kafka_spark.offsets import (
     OffsetRanges,
     commit_offsets,
 )
+from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.arguments import (
     check_bool,
     check_seconds,
@@ -108,8 +109,13 @@ class KafkaCommitOffsetsOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                 "operator (or to the resolve operator, whose ranges then carry it)."
             )
         allow_rewind = bool_param(self.task_id, context, "allow_rewind") or self.allow_rewind
-        result = commit_offsets(self.kafka_hook.get_kafka_config(), group_id, offset_ranges,
-                                allow_rewind=allow_rewind, timeout=self.timeout)
+        try:
+            result = commit_offsets(self.kafka_hook.get_kafka_config(), group_id, offset_ranges,
+                                    allow_rewind=allow_rewind, timeout=self.timeout)
+        except Exception:
+            metrics.count(self, "commit_failure", 1)
+            raise
+        metrics.count(self, "commit_success", 1)
         self.log.info(
             "Committed group %r: %s", group_id,
             ", ".join(f"{t}/{p}={o}" for (t, p), o in sorted(result.committed.items()))

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges
+from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.arguments import (
     bad_argument,
     check_bool,
@@ -101,16 +102,20 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
 
     Empty ranges skip Spark entirely (nothing is written) and return zero statistics.
 
-    Returns (XCom) ``{"records", "lost", "partitions": [...], "min_timestamp",
-    "max_timestamp", "output": {...}, "seconds", "records_per_second"}``; each partition entry
-    has ``topic, partition, start, stop, records, lost, first_offset, last_offset,
-    min_timestamp, max_timestamp``; ``output`` is ``{"path", "format", "manifest"}`` for files
+    Returns (XCom) ``{"records", "bytes", "lost", "lag", "partitions": [...],
+    "min_timestamp", "max_timestamp", "output": {...}, "seconds", "records_per_second",
+    "bytes_per_second"}``; each partition entry has ``topic, partition, start, stop, records,
+    bytes, lost, lag, first_offset, last_offset, min_timestamp, max_timestamp`` (``bytes``:
+    keys and values; ``lag``: the partition's end at resolution minus ``stop``, None for
+    ranges resolved before lag was recorded); ``output`` is ``{"path", "format", "manifest"}`` for files
     and ``{"topic", "delivery_guarantee", "write_id", "records_written", "skipped_tasks"}`` for
     a topic. ``start``/``stop`` are the resolved range; ``lost`` counts the offsets skipped
     because Kafka had deleted them (``on_data_loss="skip"``, see ``LostOffsets``): at
     resolution, before the read and during it (not counted during the read with
     ``engine="spark-kafka"``); the top-level ``lost`` is their sum. The manifest holds the
-    same statistics, and the task log shows them in its table and warns naming the partitions.
+    same statistics, and the task log ends with them as a table and a line of totals with the
+    throughput (and warns naming the partitions with lost offsets). The counters of
+    :mod:`~airflow_provider_kafka_spark.operators.metrics` go to Airflow's ``Stats``.
 
     :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated. Read
         with the isolation level the ranges were resolved with.
@@ -351,11 +356,10 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         except BaseException:
             sink.abort()
             raise
-        self.log.info("Wrote %d record(s) to %s in %.1fs, %.0f records/s:\n%s",
-                      stats["records"], output.get("path") or output.get("topic"),
-                      stats["seconds"], stats["records_per_second"],
-                      _summary_table(stats["partitions"]))
+        self.log.info("Wrote %d record(s) to %s:\n%s", stats["records"],
+                      output.get("path") or output.get("topic"), _summary_table(stats))
         self._warn_lost(stats)
+        _send_metrics(self, stats)
         self._announce_output(context, stats)
         return stats
 
@@ -522,27 +526,48 @@ def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict
     for r in ranges:
         entry: dict[str, Any] = {
             "topic": r.topic, "partition": r.partition, "start": r.start, "stop": r.stop,
-            "records": 0, "lost": lost.get((r.topic, r.partition), 0),
+            "records": 0, "bytes": 0, "lost": lost.get((r.topic, r.partition), 0),
+            "lag": ranges.lag.get((r.topic, r.partition)),
             "first_offset": None, "last_offset": None,
             "min_timestamp": None, "max_timestamp": None,
         }
         entry.update(by_key.get((r.topic, r.partition), {}))
         partitions.append(entry)
     records = sum(p["records"] for p in partitions)
+    size = sum(p["bytes"] or 0 for p in partitions)
     timestamps = [p[k] for p in partitions for k in ("min_timestamp", "max_timestamp") if p[k]]
     return {
         "records": records,
+        "bytes": size,
         "lost": sum(lost.values()),
+        "lag": ranges.total_lag(),
         "partitions": partitions,
         "min_timestamp": min(timestamps, default=None),
         "max_timestamp": max(timestamps, default=None),
         "output": output,
         "seconds": round(seconds, 3),
         "records_per_second": round(records / seconds, 1) if seconds > 0 else 0.0,
+        "bytes_per_second": round(size / seconds, 1) if seconds > 0 else 0.0,
     }
 
 
-def _summary_table(partitions: list[dict[str, Any]]) -> str:
-    columns = ("topic", "partition", "start", "stop", "records", "lost", "min_timestamp",
-               "max_timestamp")
-    return format_table(columns, [[p[c] for c in columns] for p in partitions])
+def _summary_table(stats: dict[str, Any]) -> str:
+    """Per partition: range, records, first/last offset, min/max timestamp, lag, lost; then
+    one line of totals with the throughput."""
+    columns = ("topic", "partition", "start", "stop", "records", "first_offset", "last_offset",
+               "min_timestamp", "max_timestamp", "lag", "lost")
+    table = format_table(columns, [["" if p[c] is None else p[c] for c in columns]
+                                   for p in stats["partitions"]])
+    return (f"{table}\ntotal: {stats['records']} record(s), {stats['bytes']} byte(s) in "
+            f"{stats['seconds']:.1f}s ({stats['records_per_second']:.0f} records/s, "
+            f"{stats['bytes_per_second']:.0f} bytes/s), lag {stats['lag']}, "
+            f"lost {stats['lost']}")
+
+
+def _send_metrics(task: Any, stats: dict[str, Any]) -> None:
+    """The ingest's counters (:mod:`~airflow_provider_kafka_spark.operators.metrics`)."""
+    metrics.count(task, "records_read", stats["records"])
+    metrics.count(task, "bytes_read", stats["bytes"])
+    metrics.count(task, "lost_offsets", stats["lost"])
+    if "records_written" in stats["output"]:
+        metrics.count(task, "records_written", stats["output"]["records_written"])

@@ -15,6 +15,7 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.offsets.config import ISOLATION_LEVELS
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey, pin_ranges, pinned_ranges
+from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.arguments import (
     check_bool,
     check_choice,
@@ -182,6 +183,7 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         pin_ranges(kafka_config, run, ranges, request, topic=self.pins_topic, timeout=self.timeout)
         self.log.info("Resolved and pinned %d partition(s), %d offset(s):\n%s",
                       len(ranges), ranges.total(), ranges_table(ranges))
+        metrics.gauge(self, "lag", ranges.total_lag())
         return ranges.to_dict()
 
     def lineage(self, result: Any | None) -> Lineage:

@@ -21,7 +21,9 @@ class PartitionSummary:
     """What a read returned for one topic partition.
 
     ``first_offset``/``last_offset`` are the smallest and largest offsets present (both
-    inclusive; gaps are possible); the timestamps are the record timestamps' min and max (UTC).
+    inclusive; gaps are possible); the timestamps are the record timestamps' min and max (UTC);
+    ``bytes`` is the size of the keys and values (headers not counted), or None when the
+    DataFrame has no ``key``/``value`` columns.
     """
 
     topic: str
@@ -31,6 +33,7 @@ class PartitionSummary:
     last_offset: int
     min_timestamp: datetime | None
     max_timestamp: datetime | None
+    bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: timestamps as ISO-8601 UTC strings."""
@@ -45,6 +48,7 @@ class PartitionSummary:
             "last_offset": self.last_offset,
             "min_timestamp": iso(self.min_timestamp),
             "max_timestamp": iso(self.max_timestamp),
+            "bytes": self.bytes,
         }
 
 
@@ -65,6 +69,9 @@ def summarize(df: DataFrame) -> list[PartitionSummary]:
         raise ConfigurationError(f"summarize needs a DataFrame with the columns "
                                  f"{list(_COLUMNS)}, got {got}; pass the DataFrame of "
                                  "read_kafka.")
+    sized = {"key", "value"} <= set(df.columns)
+    size = (F.coalesce(F.octet_length("key"), F.lit(0))
+            + F.coalesce(F.octet_length("value"), F.lit(0))) if sized else F.lit(None)
     rows = (
         df.groupBy("topic", "partition")
         .agg(
@@ -73,6 +80,7 @@ def summarize(df: DataFrame) -> list[PartitionSummary]:
             F.max("offset").alias("last_offset"),
             F.min(F.unix_micros("timestamp")).alias("min_us"),
             F.max(F.unix_micros("timestamp")).alias("max_us"),
+            F.sum(size).cast("long").alias("bytes"),
         )
         .collect()
     )
@@ -85,6 +93,7 @@ def summarize(df: DataFrame) -> list[PartitionSummary]:
             last_offset=row["last_offset"],
             min_timestamp=_from_micros(row["min_us"]),
             max_timestamp=_from_micros(row["max_us"]),
+            bytes=row["bytes"],
         )
         for row in rows
     )

@@ -91,9 +91,18 @@ def test_skipped_data_loss_is_counted_in_the_xcom_the_manifest_and_the_log(
     log = capsys.readouterr().out  # the task log (Airflow's structlog writes to stdout)
     assert f"6 offset(s) deleted before they could be read were skipped " \
         f"(on_data_loss='skip'): {topic}/0: 2, {topic}/1: 4" in log
-    assert log.split("Wrote 12 record(s)")[1].splitlines()[1].split() == [
-        "topic", "partition", "start", "stop", "records", "lost", "min_timestamp",
-        "max_timestamp"]
+    assert stats["bytes"] == 10 + 6 + 15  # the values read: v6 v9 v12 v15 | v13 v16 | v2 .. v17
+    assert [(p["bytes"], p["lag"]) for p in stats["partitions"]] == [(10, 0), (6, 0), (15, 0)]
+    table = log.split("Wrote 12 record(s)")[1].splitlines()[1:6]
+    assert table[0].split() == [
+        "topic", "partition", "start", "stop", "records", "first_offset", "last_offset",
+        "min_timestamp", "max_timestamp", "lag", "lost"]
+    assert [line.split()[:7] + line.split()[-2:] for line in table[1:4]] == [
+        [topic, "0", "0", "6", "4", "2", "5", "0", "2"],
+        [topic, "1", "1", "6", "2", "4", "5", "0", "4"],
+        [topic, "2", "0", "6", "6", "0", "5", "0", "0"]]
+    assert table[4].startswith("total: 12 record(s), 31 byte(s) in ")
+    assert " bytes/s), lag 0, lost 6" in table[4]  # (structlog appends the logger name)
 
 
 def test_empty_ranges_report_the_loss_found_at_resolution(

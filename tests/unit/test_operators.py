@@ -210,12 +210,17 @@ def test_late_partitions() -> None:
 
 
 def test_ranges_table() -> None:
-    ranges = OffsetRanges((PartitionRange("orders", 0, 5, 15), PartitionRange("orders", 1, 0, 0)))
+    ranges = OffsetRanges((PartitionRange("orders", 0, 5, 15), PartitionRange("orders", 1, 0, 0)),
+                          lag={("orders", 0): 7, ("orders", 1): 0})
     assert ranges_table(ranges).splitlines() == [
-        "topic   partition  start  stop  offsets",
-        "orders          0      5    15       10",
-        "orders          1      0     0        0",
+        "topic   partition  start  stop  offsets  lag",
+        "orders          0      5    15       10    7",
+        "orders          1      0     0        0    0",
+        "total: 10 offset(s), lag 7",
     ]
+    unrecorded = OffsetRanges((PartitionRange("orders", 0, 5, 15),))  # pinned before lag existed
+    assert ranges_table(unrecorded).splitlines()[1:] == [
+        "orders          0      5    15       10", "total: 10 offset(s), lag 0"]
 
 
 def test_provider_info_lists_importable_modules() -> None:
