@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.dags.conftest import airflow_db, kafka_connection, run_dag  # noqa: F401  (dag runs)
 from tools.local_broker import SecuredBroker, secured_broker
 
 
@@ -40,3 +42,6 @@ def records_of(config: dict[str, Any], topic: str, partitions: int) -> list[tupl
 
     return [(p, o, k, v) for p, o, k, v, _ in consume_all(config, topic, partitions,
                                                              "read_committed")]
+
+
+ROOT = Path(__file__).resolve().parents[2]
