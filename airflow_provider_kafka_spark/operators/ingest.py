@@ -107,12 +107,13 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     "bytes_per_second"}``; each partition entry has ``topic, partition, start, stop, records,
     bytes, lost, lag, first_offset, last_offset, min_timestamp, max_timestamp`` (``bytes``:
     keys and values; ``lag``: the partition's end at resolution minus ``stop``, None for
-    ranges resolved before lag was recorded); ``output`` is ``{"path", "format", "manifest"}`` for files
-    and ``{"topic", "delivery_guarantee", "write_id", "records_written", "skipped_tasks"}`` for
-    a topic. ``start``/``stop`` are the resolved range; ``lost`` counts the offsets skipped
-    because Kafka had deleted them (``on_data_loss="skip"``, see ``LostOffsets``): at
-    resolution, before the read and during it (not counted during the read with
-    ``engine="spark-kafka"``); the top-level ``lost`` is their sum. The manifest holds the
+    ranges resolved before lag was recorded); ``output`` is ``{"path", "format",
+    "manifest"}`` for files and ``{"topic", "delivery_guarantee", "write_id",
+    "records_written", "skipped_tasks"}`` for a topic. ``start``/``stop`` are the resolved
+    range; ``lost`` counts the offsets skipped because Kafka had deleted them
+    (``on_data_loss="skip"``, see ``LostOffsets``): at resolution, before the read and during
+    it (not counted during the read with ``engine="spark-kafka"``); the top-level ``lost`` is
+    their sum. The manifest holds the
     same statistics, and the task log ends with them as a table and a line of totals with the
     throughput (and warns naming the partitions with lost offsets). The counters of
     :mod:`~airflow_provider_kafka_spark.operators.metrics` go to Airflow's ``Stats``.
