@@ -45,3 +45,15 @@ def records_of(config: dict[str, Any], topic: str, partitions: int) -> list[tupl
 
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def first_event(trigger: Any, timeout: float = 30.0) -> Any:
+    """The first event of ``trigger.run()`` (as the triggerer runs it), in a fresh event loop."""
+    import asyncio
+
+    async def first() -> Any:
+        async for event in trigger.run():
+            return event
+        raise AssertionError("the trigger ended without an event")
+
+    return asyncio.run(asyncio.wait_for(first(), timeout))

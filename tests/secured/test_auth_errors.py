@@ -1,10 +1,13 @@
 """Wrong credentials, an unknown mechanism, a wrong CA and a missing client certificate fail at
 once with KafkaAuthenticationError naming the protocol, the mechanism and what to check (never
-a secret), at resolution, in a Spark split, in the writer and in the sensors' checks; nothing
+a secret), at resolution, in a Spark split, in the writer, in the sensors' checks and in their
+deferred triggers (an error event); nothing
 is written or committed."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from typing import Any
 
@@ -18,7 +21,12 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
     resolve_offsets,
 )
-from airflow_provider_kafka_spark.triggers.kafka import check_interval_complete, check_partitions
+from airflow_provider_kafka_spark.triggers.kafka import (
+    KafkaIntervalCompleteTrigger,
+    KafkaPartitionsTrigger,
+    check_interval_complete,
+    check_partitions,
+)
 from tests.kafka_data import produce
 from tests.secured.conftest import records_of
 from tools.local_broker import PLAIN_USER, SecuredBroker
@@ -70,9 +78,21 @@ def assert_refused(exc: pytest.ExceptionInfo[KafkaAuthenticationError], case: st
     assert SECRET not in message and "alice-secret" not in message
 
 
+def first_event(trigger: Any, timeout: float) -> Any:
+    """The first event of ``trigger.run()`` as the triggerer runs it, in a fresh event loop."""
+
+    async def first() -> Any:
+        async for event in trigger.run():
+            return event
+        raise AssertionError("the trigger ended without an event")
+
+    return asyncio.run(asyncio.wait_for(first(), timeout))
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_resolution_commit_and_sensor_checks_refused_at_once(
-        secured: SecuredBroker, secured_topic: Any, case: str) -> None:
+def test_resolution_commit_sensor_checks_and_triggers_refused_at_once(
+        secured: SecuredBroker, secured_topic: Any, case: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     topic = secured_topic(1)
     config = wrong(secured, case)
     ranges = OffsetRanges([PartitionRange(topic, 0, 0, 0)], "read_committed")
@@ -90,6 +110,18 @@ def test_resolution_commit_and_sensor_checks_refused_at_once(
         with pytest.raises(KafkaAuthenticationError) as exc:
             call()
         assert_refused(exc, f"{case}: {name}", began)
+    for trigger in (KafkaPartitionsTrigger(kafka_conn_id="kafka_wrong", topics=topic),
+                    KafkaIntervalCompleteTrigger(kafka_conn_id="kafka_wrong", topics=topic,
+                                                 end_ms=1)):
+        monkeypatch.setenv("AIRFLOW_CONN_KAFKA_WRONG", json.dumps(
+            {"conn_type": "kafka", "extra": config}))
+        began = time.monotonic()
+        event = first_event(trigger, timeout=TIMEOUT + 10).payload
+        assert event["status"] == "error", event
+        assert time.monotonic() - began < FAST
+        for part in CASES[case][2]:
+            assert part in event["message"], (part, event["message"])
+        assert SECRET not in event["message"]
     right = secured.client_config(CASES[case][0])
     assert resolve_offsets(right, Subscription.topics([topic]), "committed:earliest", "latest",
                            group_id=f"g-{topic}", timeout=TIMEOUT).total() == 0

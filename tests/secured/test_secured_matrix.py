@@ -1,18 +1,27 @@
 """With the right credentials, every Kafka-facing part of the package works on each secured
 listener of a real broker: SCRAM-SHA-512 and PLAIN over SASL_PLAINTEXT, mTLS (also with an
-encrypted client key), and SCRAM over SASL_SSL."""
+encrypted client key), and SCRAM over SASL_SSL: resolution, reads with both engines, the file
+sink, an exactly-once write, commits, and both sensors' checks and deferred triggers."""
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_provider_kafka_spark.offsets import Subscription, commit_offsets, resolve_offsets
-from airflow_provider_kafka_spark.triggers.kafka import check_interval_complete, check_partitions
+from airflow_provider_kafka_spark.sinks import FileSink
+from airflow_provider_kafka_spark.triggers.kafka import (
+    KafkaIntervalCompleteTrigger,
+    KafkaPartitionsTrigger,
+    check_interval_complete,
+    check_partitions,
+)
 from tests.kafka_data import produce, transactional_producer, wait_for_markers
-from tests.secured.conftest import records_of
+from tests.secured.conftest import first_event, records_of
 from tools.local_broker import CLIENT_KEY_PASSWORD, PLAIN_USER, SecuredBroker
 
 pytestmark = [pytest.mark.secured, pytest.mark.integration, pytest.mark.spark]
@@ -33,7 +42,8 @@ def config_of(secured: SecuredBroker, case: str) -> dict[str, Any]:
 @pytest.mark.parametrize("case", ["sasl_plaintext", "sasl_plaintext-plain", "ssl",
                                   "ssl-encrypted-key", "sasl_ssl"])
 def test_resolve_read_write_commit_and_sensors(
-        secured: SecuredBroker, secured_topic: Any, spark: Any, case: str) -> None:
+        secured: SecuredBroker, secured_topic: Any, spark: Any, case: str,
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from airflow_provider_kafka_spark.spark import read_kafka, write_kafka
 
     config = config_of(secured, case)
@@ -61,6 +71,14 @@ def test_resolve_read_write_commit_and_sensors(
             "partition", "offset", "key", "value").collect()
         assert sorted((r[0], r[1], bytes(r[2]), bytes(r[3])) for r in rows) == expected, engine
 
+    sink = FileSink(str(tmp_path / "out"), format="json")  # the file ingest's sink
+    frame = read_kafka(spark, ranges, config).select("partition", "offset")
+    sink.prepare(spark, frame.limit(0))
+    sink.write(frame)
+    sink.commit({"topic": topic})
+    assert sorted((r[0], r[1]) for r in spark.read.json(str(tmp_path / "out")).collect()) == [
+        (p, o) for p, o, _, _ in expected]
+
     result = write_kafka(read_kafka(spark, ranges, config).select("key", "value"), config,
                          topic=output, transactional_id_prefix=f"tx-{topic}",
                          write_id=f"w-{topic}")
@@ -79,6 +97,14 @@ def test_resolve_read_write_commit_and_sensors(
     complete = check_interval_complete(config, Subscription.topics([topic]), now - 59_999,
                                        None, timeout=20)
     assert complete.done, complete.waiting_for
+    monkeypatch.setenv("AIRFLOW_CONN_KAFKA_SECURED", json.dumps(
+        {"conn_type": "kafka", "extra": config}))
+    deferred = [first_event(KafkaPartitionsTrigger(kafka_conn_id="kafka_secured", topics=topic,
+                                                   min_partitions=2)).payload,
+                first_event(KafkaIntervalCompleteTrigger(kafka_conn_id="kafka_secured",
+                                                         topics=topic,
+                                                         end_ms=now - 59_999)).payload]
+    assert [event["status"] for event in deferred] == ["success", "success"], deferred
 
 
 def AdminFor(config: dict[str, Any]) -> Any:  # noqa: N802 (reads as the client it builds)
