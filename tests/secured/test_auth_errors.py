@@ -1,8 +1,7 @@
 """Wrong credentials, an unknown mechanism, a wrong CA and a missing client certificate fail at
 once with KafkaAuthenticationError naming the protocol, the mechanism and what to check (never
 a secret), at resolution, in a Spark split, in the writer, in the sensors' checks and in their
-deferred triggers (an error event); nothing
-is written or committed."""
+deferred triggers (an error event); nothing is written or committed."""
 
 from __future__ import annotations
 
