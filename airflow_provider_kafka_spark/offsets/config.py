@@ -117,7 +117,9 @@ _ALLOWED_VALUES: dict[str, str] = {
 }
 _ALLOWED_VALUES["sasl.mechanisms"] = _ALLOWED_VALUES["sasl.mechanism"]
 # Refusals that name no key: the key they are about.
-_UNNAMED_KEYS = {"SASL mechanism": "sasl.mechanism"}
+_UNNAMED_KEYS = {"SASL mechanism": "sasl.mechanism",
+                 # a SCRAM-SHA-<digits> typo, e.g. SCRAM-SHA-999
+                 "Unsupported hash function": "sasl.mechanism"}
 
 
 def is_secret_key(key: str) -> bool:
