@@ -382,11 +382,13 @@ def test_summarize(spark: Any, kafka_config: dict[str, Any], new_topic: Any) -> 
     df = read_kafka(spark, OffsetRanges((PartitionRange(topic, 0, 1, 5),
                                          PartitionRange(topic, 1, 0, 5))), kafka_config)
 
-    assert summarize(df) == [
-        PartitionSummary(topic, 0, 4, 1, 4, _ts(BASE_MS + 2), _ts(BASE_MS + 8)),
-        PartitionSummary(topic, 1, 5, 0, 4, _ts(BASE_MS + 1), _ts(BASE_MS + 9)),
+    assert summarize(df) == [  # bytes: the 1-byte values (no keys)
+        PartitionSummary(topic, 0, 4, 1, 4, _ts(BASE_MS + 2), _ts(BASE_MS + 8), bytes=4),
+        PartitionSummary(topic, 1, 5, 0, 4, _ts(BASE_MS + 1), _ts(BASE_MS + 9), bytes=5),
     ]
     assert summarize(df)[0].to_dict()["min_timestamp"] == _ts(BASE_MS + 2).isoformat()
+    assert [s.bytes for s in summarize(df.select("topic", "partition", "offset", "timestamp"))
+            ] == [None, None]
     assert summarize(df.where("offset > 100")) == []
 
 
