@@ -46,7 +46,7 @@ MS0 = int(T0.timestamp() * 1000)
 BACKFILL_TIMEOUT_S = 1200.0
 LOCKED_RETRY_S = 120.0
 # The manifest fields that say when and how fast a folder was written, not what it holds.
-TIMING_FIELDS = ("written_at", "seconds", "records_per_second")
+TIMING_FIELDS = ("written_at", "seconds", "records_per_second", "bytes_per_second")
 UUID = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
