@@ -211,10 +211,7 @@ def _refused(text: str, config: Mapping[str, Any]) -> ConfigurationError:
             f"librdkafka refused kafka_config[{key!r}] (the value is not shown: it is a "
             f"secret). Fix the value; librdkafka's settings: {LIBRDKAFKA_SETTINGS}."
         )
-    for secret_key, value in config.items():
-        if is_secret_key(secret_key) and isinstance(value, str) and len(value) >= 3:
-            text = text.replace(value, "***")
-    text = text.strip().rstrip(".")
+    text = _masked(text, config).strip().rstrip(".")
     if key is None:
         return ConfigurationError(
             f"librdkafka refused the client config: {text}. Fix the settings it names in "
@@ -226,6 +223,14 @@ def _refused(text: str, config: Mapping[str, Any]) -> ConfigurationError:
         f"librdkafka refused kafka_config[{key!r}]: {text}. In kafka_config (the Kafka "
         f"connection's extra), {remedy}; librdkafka's settings: {LIBRDKAFKA_SETTINGS}."
     )
+
+
+def _masked(text: str, config: Mapping[str, Any]) -> str:
+    """``text`` with the value of every secret key of ``config`` replaced by ``***``."""
+    for key, value in config.items():
+        if is_secret_key(key) and isinstance(value, str) and len(value) >= 3:
+            text = text.replace(value, "***")
+    return text
 
 
 def consumer_config(
@@ -313,10 +318,7 @@ def authentication_error(error: KafkaError, config: Mapping[str, Any],
     ``config``: the protocol and mechanism in use and what to check; no secret value."""
     protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
     mechanism = str(config.get("sasl.mechanism") or config.get("sasl.mechanisms") or "GSSAPI")
-    text = error.str()
-    for key, value in config.items():
-        if is_secret_key(key) and isinstance(value, str) and len(value) >= 3:
-            text = text.replace(value, "***")
+    text = _masked(error.str(), config)
     tls = error.code() == KafkaError._SSL or "SSL" in error.str()
     checks = []
     if protocol.startswith("SASL") and not tls:

@@ -5,7 +5,6 @@ deferred triggers (an error event); nothing is written or committed."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -27,7 +26,7 @@ from airflow_provider_kafka_spark.triggers.kafka import (
     check_partitions,
 )
 from tests.kafka_data import produce
-from tests.secured.conftest import records_of
+from tests.secured.conftest import first_event, records_of
 from tools.local_broker import PLAIN_USER, SecuredBroker
 
 pytestmark = [pytest.mark.secured, pytest.mark.integration]
@@ -75,17 +74,6 @@ def assert_refused(exc: pytest.ExceptionInfo[KafkaAuthenticationError], case: st
     for part in CASES[case.split(":")[0]][2]:
         assert part in message, (part, message)
     assert SECRET not in message and "alice-secret" not in message
-
-
-def first_event(trigger: Any, timeout: float) -> Any:
-    """The first event of ``trigger.run()`` as the triggerer runs it, in a fresh event loop."""
-
-    async def first() -> Any:
-        async for event in trigger.run():
-            return event
-        raise AssertionError("the trigger ended without an event")
-
-    return asyncio.run(asyncio.wait_for(first(), timeout))
 
 
 @pytest.mark.parametrize("case", list(CASES))
