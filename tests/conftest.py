@@ -1,7 +1,9 @@
 """Shared fixtures: one real Kafka broker and (lazily) one local Spark session per test run.
 
 The broker is started by ``scripts/kafka-broker`` unless ``KAFKA_BOOTSTRAP_SERVERS`` points at
-an external one (e.g. ``docker compose up kafka``). Every test creates its own random topics.
+an external one (e.g. ``docker compose up kafka``); ``KAFKA_BROKERS=3`` starts a 3-broker
+cluster instead (replication factor 3, ``min.insync.replicas=2``). Every test creates its own
+random topics, with the cluster's default replication factor.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ logging.getLogger("py4j").setLevel(logging.WARNING)
 def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``bootstrap.servers`` of the broker the tests use."""
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
-    with local_broker(external, run_dir=tmp_path_factory.mktemp("kafka-broker")) as bootstrap:
+    with local_broker(external, run_dir=tmp_path_factory.mktemp("kafka-broker"),
+                      brokers=int(os.environ.get("KAFKA_BROKERS", "1"))) as bootstrap:
         yield bootstrap
 
 
@@ -59,7 +62,7 @@ def new_topic(kafka_admin: Any) -> Iterator[Callable[..., str]]:
     def create(partitions: int = 3, prefix: str = "t", **config: str) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
         futures = kafka_admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)]
+            [NewTopic(name, num_partitions=partitions, config=config)]
         )
         futures[name].result(timeout=30)
         created.append(name)

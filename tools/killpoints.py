@@ -110,7 +110,7 @@ def _series(config: dict[str, Any], admin: AdminClient, mode: str, count: int, r
 
 def _topic(admin: AdminClient) -> str:
     name = f"killpoint-{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(name, num_partitions=3, replication_factor=1)])[name].result(30)
+    admin.create_topics([NewTopic(name, num_partitions=3)])[name].result(30)
     return name
 
 

@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,22 +18,85 @@ BROKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka-brok
 
 
 @contextmanager
-def local_broker(bootstrap: str | None = None, *, run_dir: Path | None = None) -> Iterator[str]:
+def local_broker(bootstrap: str | None = None, *, run_dir: Path | None = None,
+                 brokers: int = 1) -> Iterator[str]:
     """Yield ``bootstrap.servers``: ``bootstrap`` itself when given (an external broker, left
-    alone), else a new broker started by ``scripts/kafka-broker`` on a free loopback port in
+    alone), else a new broker (or, with ``brokers`` > 1, a new cluster: see
+    :func:`local_cluster`) started by ``scripts/kafka-broker`` on a free loopback port in
     ``run_dir`` (default: a temporary folder) and stopped on exit."""
     if bootstrap:
         yield bootstrap
         return
     with tempfile.TemporaryDirectory(prefix="kafka-broker-") as scratch:
+        if brokers > 1:
+            with local_cluster(Path(run_dir or scratch), brokers) as cluster:
+                yield cluster.bootstrap
+            return
         folder = str(run_dir or scratch)
         out = _start([sys.executable, str(BROKER_SCRIPT), "start", "--dir", folder,
                       "--port", str(free_port())])
         try:
             yield out.strip().split("=", 1)[1]
         finally:
-            subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", folder],
-                           check=True)
+            _stop(Path(folder))
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """A cluster started with ``scripts/kafka-broker start --brokers N``: a KRaft controller
+    and brokers 1..N with replication factor 3 and ``min.insync.replicas=2`` by default."""
+
+    run_dir: Path
+    bootstrap: str
+    brokers: tuple[int, ...]
+
+    def kill(self, broker: int) -> None:
+        """SIGKILL broker ``broker`` (no controlled shutdown); returns once it is gone."""
+        self._verb("kill", broker)
+
+    def restart(self, broker: int) -> None:
+        """Stop ``broker`` if it runs (controlled shutdown), start it again on the same port
+        and log directory; returns once it answers (its replicas may still be catching up)."""
+        self._verb("restart", broker)
+
+    def settle(self, timeout: float = 180.0) -> float:
+        """Start every broker that is down, then wait until each partition (internal topics
+        too) has a leader and all its replicas in sync; the seconds it took."""
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        started = time.monotonic()
+        for broker in set(self.brokers) - set(admin.list_topics(timeout=10).brokers):
+            self.restart(broker)
+        while True:
+            metadata = admin.list_topics(timeout=10)
+            lagging = [f"{t}/{p}" for t, topic in metadata.topics.items()
+                       for p, part in topic.partitions.items()
+                       if set(part.isrs) != set(part.replicas) or part.leader < 0]
+            if not lagging and set(metadata.brokers) == set(self.brokers):
+                return time.monotonic() - started
+            if time.monotonic() - started > timeout:
+                raise RuntimeError(f"replicas not in sync after {timeout:.0f}s: {lagging[:10]}")
+            time.sleep(0.3)
+
+    def _verb(self, verb: str, broker: int) -> None:
+        done = subprocess.run([sys.executable, str(BROKER_SCRIPT), verb, str(broker),
+                               "--dir", str(self.run_dir)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"kafka-broker {verb} {broker}: {done.stderr.strip()}")
+
+
+@contextmanager
+def local_cluster(run_dir: Path, brokers: int = 3) -> Iterator[LocalCluster]:
+    """A new cluster of ``brokers`` brokers and one controller in ``run_dir``; every node is
+    stopped on exit (also the ones a test killed and restarted)."""
+    try:
+        out = _start([sys.executable, str(BROKER_SCRIPT), "start", "--dir", str(run_dir),
+                      "--port", str(free_port()), "--brokers", str(brokers)])
+        yield LocalCluster(run_dir, out.strip().split("=", 1)[1],
+                           tuple(range(1, brokers + 1)))
+    finally:
+        _stop(run_dir)
 
 
 @dataclass(frozen=True)
@@ -71,8 +135,7 @@ def secured_broker(run_dir: Path, modes: tuple[str, ...] = ("sasl_plaintext", "s
     try:
         yield SecuredBroker(run_dir, json.loads((run_dir / "clients.json").read_text()))
     finally:
-        subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", str(run_dir)],
-                       check=True)
+        _stop(run_dir)
 
 
 def _start(command: list[str]) -> str:
@@ -82,6 +145,11 @@ def _start(command: list[str]) -> str:
         raise RuntimeError(f"{' '.join(command)} failed ({done.returncode}): "
                            f"{done.stderr.strip()[-2000:]}")
     return done.stdout
+
+
+def _stop(run_dir: Path) -> None:
+    subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir", str(run_dir)],
+                   check=True)
 
 
 def free_port() -> int:

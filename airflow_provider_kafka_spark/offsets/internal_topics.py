@@ -23,17 +23,14 @@ import time
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from confluent_kafka import Consumer, IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec, ResourceType
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config
-from airflow_provider_kafka_spark.offsets.errors import InternalTopicError
-
-# Errors of a partition created a moment ago whose leader is not elected yet: retried.
-_NOT_READY = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE,
-                        KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._NOENT})
+from airflow_provider_kafka_spark.offsets.errors import InternalTopicError, OffsetResolutionError
+from airflow_provider_kafka_spark.offsets.resolve import RESULT_MARGIN, list_offsets, retry_transient
 
 
 @dataclass(frozen=True)
@@ -68,14 +65,17 @@ def ensure_compacted_topic(admin: AdminClient, topic: str, *, partitions: int,
     if count is None:
         future = admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                                replication_factor=-1,
-                                               config={"cleanup.policy": "compact"})])[topic]
+                                               config={"cleanup.policy": "compact"})],
+                                     request_timeout=timeout)[topic]
         try:
-            future.result(timeout=timeout)
-        except KafkaException as exc:
-            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            future.result(timeout=timeout + RESULT_MARGIN)
+        except (KafkaException, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) or \
+                    exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                reason = "no answer" if isinstance(exc, TimeoutError) else exc.args[0].str()
                 raise InternalTopicError(
-                    f"could not create the topic {topic!r}: {exc.args[0].str()}. Create it "
-                    "yourself with cleanup.policy=compact (any number of partitions)."
+                    f"could not create the topic {topic!r}: {reason}. Create it yourself with "
+                    "cleanup.policy=compact (any number of partitions), or retry."
                 ) from None
         deadline = time.monotonic() + timeout
         while (count := _partition_count(admin, topic, timeout)) is None:
@@ -84,12 +84,17 @@ def ensure_compacted_topic(admin: AdminClient, topic: str, *, partitions: int,
                                          f"not appear within {timeout}s; retry.")
             time.sleep(0.2)
     resource = ConfigResource(ResourceType.TOPIC, topic)
-    try:
-        configs = admin.describe_configs([resource])[resource].result(timeout=timeout)
-    except KafkaException as exc:
-        raise InternalTopicError(
-            f"could not read the config of the topic {topic!r}: {exc.args[0].str()}."
-        ) from None
+
+    def describe(seconds: float) -> Any:
+        return admin.describe_configs([resource], request_timeout=seconds)[resource].result(
+            timeout=seconds + RESULT_MARGIN)
+
+    what = f"reading the config of the topic {topic!r}"
+    try:  # asked again when the broker asked has just died
+        configs = retry_transient(describe, what, time.monotonic() + timeout)
+    except (KafkaException, TimeoutError) as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else exc.args[0].str()
+        raise InternalTopicError(f"{what} failed: {reason}; retry.") from None
     policy = configs["cleanup.policy"].value or ""
     if "compact" not in policy.split(","):
         raise InternalTopicError(
@@ -125,13 +130,13 @@ def log_start_offset(admin: AdminClient, topic: str, partition: int, *,
                      timeout: float = 30.0) -> int:
     """The first offset still in ``topic[partition]`` (0 unless records were deleted).
 
-    Retries while a just-created partition has no leader, up to ``timeout`` seconds.
+    Retries while a partition has no leader (just created, or its leader died), up to
+    ``timeout`` seconds.
 
     Raises:
         InternalTopicError: the offset could not be listed.
     """
-    return _list_offset(admin, topic, partition, OffsetSpec.earliest(),
-                        IsolationLevel.READ_UNCOMMITTED, timeout)
+    return _list_offset(admin, topic, partition, "earliest", "read_uncommitted", timeout)
 
 
 def end_offset(admin: AdminClient, topic: str, partition: int, *, committed: bool,
@@ -139,31 +144,23 @@ def end_offset(admin: AdminClient, topic: str, partition: int, *, committed: boo
     """The end of ``topic[partition]``: with ``committed=True`` its last stable offset (below
     it every transaction is decided), else its high watermark.
 
-    Retries while a just-created partition has no leader, up to ``timeout`` seconds.
+    Retries while a partition has no leader (just created, or its leader died), up to
+    ``timeout`` seconds.
 
     Raises:
         InternalTopicError: the offset could not be listed.
     """
-    isolation = IsolationLevel.READ_COMMITTED if committed else IsolationLevel.READ_UNCOMMITTED
-    return _list_offset(admin, topic, partition, OffsetSpec.latest(), isolation, timeout)
+    return _list_offset(admin, topic, partition, "latest",
+                        "read_committed" if committed else "read_uncommitted", timeout)
 
 
-def _list_offset(admin: AdminClient, topic: str, partition: int, spec: OffsetSpec,
-                 isolation: IsolationLevel, timeout: float) -> int:
-    tp = TopicPartition(topic, partition)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            info = admin.list_offsets({tp: spec}, isolation_level=isolation,
-                                      request_timeout=timeout)[tp].result(timeout=timeout)
-            return int(info.offset)
-        except KafkaException as exc:
-            err = exc.args[0]
-            if (err.code() in _NOT_READY or err.retriable()) and time.monotonic() < deadline:
-                time.sleep(0.2)
-                continue
-            raise InternalTopicError(f"could not list offsets of {topic}[{partition}]: "
-                                     f"{err.str()}.") from None
+def _list_offset(admin: AdminClient, topic: str, partition: int,
+                 kind: Literal["earliest", "latest"], isolation_level: str, timeout: float) -> int:
+    try:
+        return list_offsets(admin, [(topic, partition)], kind, isolation_level=isolation_level,
+                            timeout=timeout)[(topic, partition)]
+    except OffsetResolutionError as exc:
+        raise InternalTopicError(f"could not list offsets of {topic}[{partition}]: {exc}") from None
 
 
 def read_partition(

@@ -10,11 +10,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sized
+from contextlib import suppress
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar
 
 from confluent_kafka import (
-    ConsumerGroupTopicPartitions,
+    Consumer,
     IsolationLevel,
     KafkaError,
     KafkaException,
@@ -29,6 +30,7 @@ from airflow_provider_kafka_spark.offsets.config import (
     check_timeout,
     client_config,
     cluster_name,
+    consumer_config,
     new_client,
 )
 from airflow_provider_kafka_spark.offsets.errors import (
@@ -75,11 +77,21 @@ _TRANSIENT_CODES = frozenset({
     KafkaError.OFFSET_NOT_AVAILABLE,
 })
 
-# The group coordinator is moving or loading: asking again shortly succeeds.
+# The group coordinator is moving or loading, or a transactional commit of offsets is still
+# pending (UNSTABLE_OFFSET_COMMIT): asking again shortly succeeds.
 _COORDINATOR_CODES = frozenset({
     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
     KafkaError.NOT_COORDINATOR,
     KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.UNSTABLE_OFFSET_COMMIT,
+})
+
+# The broker refuses a commit from outside the group while the group has members.
+_ACTIVE_GROUP_CODES = frozenset({
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.STALE_MEMBER_EPOCH,
 })
 
 # librdkafka's OFFSET_INVALID: the group has no committed offset for the partition.
@@ -89,6 +101,11 @@ RESULT_MARGIN = 2.0
 """Seconds a ``future.result()`` waits beyond the request's own ``request_timeout``, so that
 librdkafka's timeout (a KafkaException naming the failure) always wins the race against the
 future's bare ``TimeoutError``."""
+
+ATTEMPT_S = 5.0
+"""Seconds one offset or group request may take before it is sent again. A broker that died
+still leads its partitions (and coordinates its groups) until the controller notices, a few
+seconds later; a request stuck on it must not use up the whole timeout."""
 
 AUTHENTICATION_PROBE_S = 1.0
 """Seconds of each metadata request before the client is polled for authentication failures."""
@@ -280,7 +297,8 @@ def resolve_offsets(
     partitions = _list_partitions(admin, cluster, subscription, seconds)
     lookup = _OffsetLookup(admin, cluster, partitions, level, deadline)
 
-    committed = lookup.committed(group_id) if group_id and any(map(_needs_group, specs)) else {}
+    committed = (lookup.committed(kafka_config, group_id)
+                 if group_id and any(map(_needs_group, specs)) else {})
     starts = _offsets_for(start_spec, "starting", partitions, lookup, committed)
     stops = _offsets_for(stop_spec, "stopping", partitions, lookup, committed)
     truncated: dict[Key, int] = {}
@@ -441,9 +459,11 @@ def commit_offsets(
     they are and reported in :attr:`CommitResult.unchanged`, unless ``allow_rewind=True``,
     which moves them back to ``stop`` (logged with the offsets before and after).
 
-    Uses the admin API, so it needs no consumer; the group must have no active members
-    (a running consumer owns its offsets). Transient coordinator errors are retried until
-    ``timeout`` (seconds, a positive finite number) has passed.
+    Commits from outside the group (a consumer that never joins it, :class:`GroupOffsets`);
+    the group must have no active members (a running consumer owns its offsets, and the
+    broker refuses the commit). Transient coordinator errors, and a coordinator that does not
+    answer (its broker died), are retried until ``timeout`` (seconds, a positive finite
+    number) has passed.
 
     Raises:
         ConfigurationError: a bad ``timeout``, ``group_id``, ``allow_rewind``, ranges or config.
@@ -470,21 +490,9 @@ def commit_offsets(
     except OffsetResolutionError as exc:
         raise CommitError(str(exc)) from None
 
-    def describe(wait: float) -> Any:
-        return admin.describe_consumer_groups([group_id], request_timeout=wait)[
-            group_id].result(timeout=wait + RESULT_MARGIN)
-
-    description = _commit_call(describe, f"describing consumer group {group_id!r}", deadline,
-                               cluster)
-    if description.members:
-        raise CommitError(
-            f"consumer group {group_id!r} has {len(description.members)} active member(s) "
-            f"(state {description.state}); a running consumer owns the group's offsets. Stop it "
-            "or use a group_id that only this pipeline uses."
-        )
     try:
         current = _OffsetLookup(admin, cluster, sorted(wanted), "read_committed",
-                                deadline).committed(group_id)
+                                deadline).committed(kafka_config, group_id)
     except OffsetResolutionError as exc:
         raise CommitError(str(exc)) from None
     unchanged = {k: current[k] for k, stop in wanted.items()
@@ -502,17 +510,26 @@ def commit_offsets(
                               for (t, p), o in sorted(rewinds.items())))
     if not moves:
         return CommitResult(group_id, {}, unchanged)
-    request = ConsumerGroupTopicPartitions(
-        group_id, [TopicPartition(t, p, offset) for (t, p), offset in sorted(moves.items())]
-    )
-
-    def alter(wait: float) -> Any:
-        return admin.alter_consumer_group_offsets([request], request_timeout=wait)[
-            group_id].result(timeout=wait + RESULT_MARGIN)
-
-    result = _commit_call(alter, f"committing offsets for group {group_id!r}", deadline,
-                          cluster)
-    failed = [f"{tp.topic}/{tp.partition}: {tp.error.str()}" for tp in result.topic_partitions
+    offsets = [TopicPartition(t, p, offset) for (t, p), offset in sorted(moves.items())]
+    with GroupOffsets(kafka_config, group_id) as group:
+        try:
+            result = retry_transient(lambda wait: group.commit(offsets, wait),
+                                       f"committing offsets for group {group_id!r}", deadline)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() in _ACTIVE_GROUP_CODES:
+                raise CommitError(
+                    f"consumer group {group_id!r} has active members: the broker refused a "
+                    f"commit from outside the group ({error.str()}); a running consumer owns "
+                    "the group's offsets. Stop it or use a group_id that only this pipeline "
+                    "uses. Nothing was committed."
+                ) from None
+            raise cluster_failure(error, f"committing offsets for group {group_id!r}", cluster,
+                                  _COMMIT_HELP, CommitError) from None
+        except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
+            raise cluster_failure(None, f"committing offsets for group {group_id!r}", cluster,
+                                  _COMMIT_HELP, CommitError) from None
+    failed = [f"{tp.topic}/{tp.partition}: {tp.error.str()}" for tp in result
               if tp.error is not None]
     if failed:
         raise CommitError(
@@ -554,35 +571,91 @@ def _check_commit_partitions(admin: AdminClient, cluster: str, wanted: Mapping[K
         )
 
 
-def _commit_call(call: Callable[[float], T], what: str, deadline: float, cluster: str) -> T:
-    otherwise = ("Check the group id and that this client may describe the group and commit "
-                 "its offsets (ACLs).")
-    try:
-        return retry_coordinator(call, what, deadline)
-    except KafkaException as exc:
-        raise cluster_failure(exc.args[0], what, cluster, otherwise, CommitError) from None
-    except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
-        raise cluster_failure(None, what, cluster, otherwise, CommitError) from None
+_COMMIT_HELP = ("Check the group id and that this client may describe the group and commit "
+                "its offsets (ACLs).")
 
 
-def retry_coordinator(call: Callable[[float], T], what: str, deadline: float) -> T:
-    """``call(seconds_left)``, called again with back-off while it fails with a transient
-    group-coordinator error (``COORDINATOR_LOAD_IN_PROGRESS``, ``NOT_COORDINATOR``,
-    ``COORDINATOR_NOT_AVAILABLE``) and ``deadline`` (``time.monotonic()``) is not reached.
+class GroupOffsets:
+    """Reads and commits the offsets of ``group_id`` through a consumer that never joins the
+    group (a context manager; the consumer is closed on exit).
+
+    Group offsets go through librdkafka's consumer, which follows a coordinator that moves;
+    the admin API's group requests can abort the whole process when one times out while the
+    coordinator's broker is down (librdkafka issue #4605).
+
+    Raises:
+        ConfigurationError: a config that librdkafka refuses.
+    """
+
+    def __init__(self, kafka_config: Mapping[str, Any], group_id: str) -> None:
+        self._answers: list[tuple[KafkaError | None, list[TopicPartition]]] = []
+        config = consumer_config(kafka_config, isolation_level="read_committed",
+                                 group_id=group_id)
+        config["on_commit"] = lambda error, partitions: self._answers.append((error, partitions))
+        self._consumer = new_client(Consumer, config)
+
+    def __enter__(self) -> GroupOffsets:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._consumer.close()
+
+    def committed(self, partitions: list[TopicPartition], seconds: float) -> list[TopicPartition]:
+        """The committed offsets of ``partitions`` (``OFFSET_INVALID`` where there is none).
+
+        Raises:
+            KafkaException: the request failed, or a partition answered an error.
+        """
+        result = self._consumer.committed(partitions, timeout=seconds)
+        for tp in result:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+        return result
+
+    def commit(self, offsets: list[TopicPartition], seconds: float) -> list[TopicPartition]:
+        """Commit ``offsets`` and wait up to ``seconds`` for the answer: the partitions, each
+        with its error, if any.
+
+        Raises:
+            KafkaException: the request failed.
+            TimeoutError: no answer within ``seconds``.
+        """
+        self._answers.clear()
+        self._consumer.commit(offsets=offsets, asynchronous=True)
+        deadline = time.monotonic() + seconds
+        while not self._answers:
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            self._consumer.poll(0.1)  # serves on_commit
+        error, partitions = self._answers[0]
+        if error is not None:
+            raise KafkaException(error)
+        return partitions
+
+
+def retry_transient(call: Callable[[float], T], what: str, deadline: float) -> T:
+    """``call(seconds)``, with at most :data:`ATTEMPT_S` seconds per attempt, called again with
+    back-off while it fails with a transient group-coordinator error
+    (``COORDINATOR_LOAD_IN_PROGRESS``, ``NOT_COORDINATOR``, ``COORDINATOR_NOT_AVAILABLE``) or
+    times out or cannot connect (the broker it asked died, and the cluster has not noticed
+    yet), and ``deadline`` (``time.monotonic()``) is not reached.
 
     Raises:
         KafkaException: any other error, or the transient one still at the deadline.
+        TimeoutError: the last attempt's future did not complete.
     """
     pause = 0.1
     while True:
         left = max(deadline - time.monotonic(), 0.001)
         try:
-            return call(left)
-        except KafkaException as exc:
-            code = exc.args[0].code()
-            if code not in _COORDINATOR_CODES or time.monotonic() + pause > deadline:
+            return call(min(left, ATTEMPT_S))
+        except (KafkaException, TimeoutError) as exc:
+            error = exc.args[0] if isinstance(exc, KafkaException) else None
+            transient = error is None or error.code() in _COORDINATOR_CODES | _UNREACHABLE_CODES
+            if not transient or time.monotonic() + pause > deadline:
                 raise
-            log.info("%s: %s; asking again in %.1fs", what, exc.args[0].str(), pause)
+            log.info("%s: %s; asking again in %.1fs", what,
+                     "no answer" if error is None else error.str(), pause)
             time.sleep(pause)
             pause = min(pause * 2, 2.0)
 
@@ -597,6 +670,20 @@ def cluster_failure(error: KafkaError | None, what: str, cluster: str, otherwise
         return cls(f"{what}: the Kafka cluster at {cluster} did not answer in time{detail}. "
                    f"{REACH_HELP}")
     return cls(f"{what} failed at the Kafka cluster at {cluster}: {error.str()}. {otherwise}")
+
+
+def list_offsets(admin: AdminClient, partitions: list[Key], kind: Literal["earliest", "latest"],
+                 *, isolation_level: str, timeout: float) -> dict[Key, int]:
+    """The ``kind`` offsets of ``partitions`` (``latest``: the last stable offset under
+    ``read_committed``, else the high watermark), asked again while a leader moves (see
+    :meth:`_OffsetLookup.offsets`) until ``timeout`` seconds have passed.
+
+    Raises:
+        OffsetResolutionError: no answer within ``timeout``, or an error that is not transient.
+    """
+    lookup = _OffsetLookup(admin, "the cluster of the given AdminClient", partitions,
+                           check_isolation_level(isolation_level), time.monotonic() + timeout)
+    return lookup.offsets(kind)
 
 
 def _needs_group(spec: OffsetSpec) -> bool:
@@ -661,7 +748,7 @@ def _offsets_for(
 
 def _is_retriable(exc: KafkaException) -> bool:
     error = exc.args[0]
-    return bool(error.retriable()) or error.code() in _TRANSIENT_CODES
+    return bool(error.retriable()) or error.code() in _TRANSIENT_CODES | _UNREACHABLE_CODES
 
 
 class _OffsetLookup:
@@ -689,7 +776,8 @@ class _OffsetLookup:
         below the end of the log (last stable offset / high watermark) answers -1.
 
         One batched request for all partitions; partitions answering with a retriable error
-        (e.g. no leader yet, right after topic creation) are asked again until the deadline.
+        (e.g. no leader yet, right after topic creation, or a leader that died) or not within
+        :data:`ATTEMPT_S` are asked again until the deadline.
         """
         level_name = isolation_level or self.isolation_level
         if (kind, level_name) not in self._cache:
@@ -703,7 +791,7 @@ class _OffsetLookup:
             pending = self.partitions
             last_error: KafkaError | None = None
             while pending:
-                wait = self._remaining(what, last_error)
+                wait = min(self._remaining(what, last_error), ATTEMPT_S)
                 futures = self.admin.list_offsets(
                     {TopicPartition(t, p): spec for t, p in pending},
                     isolation_level=level,
@@ -713,10 +801,10 @@ class _OffsetLookup:
                 for tp, future in futures.items():
                     key = (tp.topic, tp.partition)
                     try:
-                        found[key] = future.result(timeout=wait + RESULT_MARGIN).offset
+                        offset = future.result(timeout=wait + RESULT_MARGIN).offset
                     except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
-                        raise cluster_failure(None, what, self.cluster, REACH_HELP,
-                                              OffsetResolutionError) from None
+                        retry.append(key)  # asked again until the deadline
+                        continue
                     except KafkaException as exc:
                         last_error = exc.args[0]
                         if not _is_retriable(exc):
@@ -725,11 +813,31 @@ class _OffsetLookup:
                                 "Check that the topic still exists and that this client may "
                                 "describe it (ACLs).", OffsetResolutionError) from None
                         retry.append(key)
+                        continue
+                    # While a partition's leader moves, librdkafka can answer an offset of
+                    # OFFSET_INVALID (-1001) without an error: no answer, ask again.
+                    if offset < (0 if kind in ("earliest", "latest") else -1):
+                        log.info("%s: %s/%s answered offset %d; asking again", what, *key,
+                                 offset)
+                        retry.append(key)
+                    else:
+                        found[key] = offset
                 pending = sorted(retry)
                 if pending:
                     time.sleep(min(0.2, self._remaining(what, last_error)))
+                    self._refresh_leaders({t for t, _ in pending}, what, last_error)
             self._cache[(kind, level_name)] = found
         return self._cache[(kind, level_name)]
+
+    def _refresh_leaders(self, topics: set[str], what: str,
+                         last_error: KafkaError | None) -> None:
+        """Ask for the metadata of ``topics``: the admin client's offset requests go to the
+        leaders it has cached and do not refresh them when a leader moved (it answers
+        ``FENCED_LEADER_EPOCH`` or "no leaders found" until something does)."""
+        for topic in sorted(topics):
+            with suppress(KafkaException):  # the next offset request says what is wrong
+                self.admin.list_topics(topic=topic,
+                                       timeout=min(self._remaining(what, last_error), ATTEMPT_S))
 
     def timestamp_offsets(self, millis: int) -> dict[Key, int]:
         """The ``timestamp:<millis>`` offsets: the first record at or after it, else latest."""
@@ -757,30 +865,17 @@ class _OffsetLookup:
                                  stable[k] if k in held and k not in exact else None)
                 for k in self.partitions}
 
-    def committed(self, group_id: str) -> dict[Key, int]:
+    def committed(self, kafka_config: Mapping[str, Any], group_id: str) -> dict[Key, int]:
         """The group's committed offsets; partitions without one are absent."""
-        request = ConsumerGroupTopicPartitions(
-            group_id, [TopicPartition(t, p) for t, p in self.partitions]
-        )
         what = f"reading the committed offsets of group {group_id!r}"
-
-        def ask(wait: float) -> Any:
-            futures = self.admin.list_consumer_group_offsets(
-                [request], require_stable=True, request_timeout=wait)
-            return futures[group_id].result(timeout=wait + RESULT_MARGIN)
-
+        partitions = [TopicPartition(t, p) for t, p in self.partitions]
         otherwise = ("Check the group id and that this client may describe the group and its "
                      "topics (ACLs).")
-        try:
-            result = retry_coordinator(ask, what, self.deadline)
-        except KafkaException as exc:
-            raise cluster_failure(exc.args[0], what, self.cluster, otherwise,
-                                  OffsetResolutionError) from None
-        except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
-            raise cluster_failure(None, what, self.cluster, otherwise,
-                                  OffsetResolutionError) from None
-        return {
-            (tp.topic, tp.partition): tp.offset
-            for tp in result.topic_partitions
-            if tp.error is None and tp.offset != _NO_COMMITTED_OFFSET and tp.offset >= 0
-        }
+        with GroupOffsets(kafka_config, group_id) as group:
+            try:
+                result = retry_transient(lambda wait: group.committed(partitions, wait), what,
+                                           self.deadline)
+            except KafkaException as exc:
+                raise cluster_failure(exc.args[0], what, self.cluster, otherwise,
+                                      OffsetResolutionError) from None
+        return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}

@@ -18,7 +18,11 @@ librdkafka                                Java client
 ``ssl.key.password``                      ``ssl.key.password``
 ``ssl.keystore.location``/``.password``   ``ssl.keystore.type=PKCS12``, the same keys
 ``ssl.endpoint.identification.algorithm`` the same (``none`` becomes ``""``)
+``fetch.wait.max.ms``                     ``fetch.max.wait.ms`` (the same setting, renamed)
 ========================================  ===================================================
+
+Settings both clients know by the same name (``fetch.min.bytes``, ``fetch.max.bytes``,
+``max.partition.fetch.bytes``, ``client.id``...) are kept as they are.
 
 OAUTHBEARER, GSSAPI and librdkafka-only security settings (``sasl.oauthbearer.*``,
 ``sasl.kerberos.*``, ``ssl.crl.location``...) are a :class:`ConfigurationError`: use the
@@ -47,6 +51,8 @@ _TRANSLATED = frozenset({
     "ssl.certificate.pem", "ssl.key.pem", "ssl.key.password", "ssl.keystore.location",
     "ssl.keystore.password", "ssl.endpoint.identification.algorithm",
 })
+# librdkafka names of settings the Java client calls otherwise.
+_RENAMED = {"fetch.wait.max.ms": "fetch.max.wait.ms"}
 _PYTHON_ENGINE = "use engine='python' (the default), which gives the settings to librdkafka as they are"
 
 
@@ -65,7 +71,7 @@ def java_client_settings(config: Mapping[str, Any]) -> dict[str, Any]:
         raise ConfigurationError(
             f"engine='spark-kafka' cannot give {', '.join(untranslatable)} to Spark's Java Kafka "
             f"client (no equivalent is translated); {_PYTHON_ENGINE}.")
-    java = {k: v for k, v in config.items() if k not in _TRANSLATED}
+    java = {_RENAMED.get(k, k): v for k, v in config.items() if k not in _TRANSLATED}
     if "security.protocol" in config:
         java["security.protocol"] = str(config["security.protocol"]).upper()
     java.update(_sasl(config))

@@ -529,19 +529,30 @@ def fence_tasks(plan: TaskPlan, indices: Iterable[int]) -> None:
         list(pool.map(fence, indices))
 
 
+# init_transactions() answers: the coordinator cannot write __transaction_state (or has not
+# within the timeout).
+_COORDINATOR_CANNOT_WRITE = frozenset({
+    KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS,
+    KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+})
+
+
 def _init_transactions(producer: Producer, tid: str, timeout: float) -> None:
     try:
         producer.init_transactions(timeout)
     except KafkaException as exc:
         err = exc.args[0]
-        if err.code() == KafkaError._TIMED_OUT:
+        if err.code() in _COORDINATOR_CANNOT_WRITE:
+            what = (f"did not finish within {timeout}s" if err.code() == KafkaError._TIMED_OUT
+                    else f"failed: {err.str()}")
             raise TransactionInitTimeoutError(
-                f"init_transactions() for transactional.id {tid!r} did not finish within "
-                f"{timeout}s. The usual cause is the broker's __transaction_state topic being "
-                "under-replicated: transaction.state.log.min.isr (or "
-                "transaction.state.log.replication.factor) is higher than the number of live "
-                "brokers, so the transaction coordinator cannot write. Check the brokers and "
-                "those settings; if the cluster is only slow, raise init_transactions_timeout_s."
+                f"init_transactions() for transactional.id {tid!r} {what}. The usual cause is "
+                "the broker's __transaction_state topic being under-replicated: fewer brokers "
+                "are live than transaction.state.log.min.isr (min.insync.replicas of "
+                "__transaction_state) or transaction.state.log.replication.factor, so the "
+                "transaction coordinator cannot write. Check the brokers and those settings, "
+                "then re-run the write; if the cluster is only slow, raise "
+                "init_transactions_timeout_s."
             ) from None
         if _is_fenced(err):
             raise ProducerFencedError(

@@ -18,7 +18,11 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from airflow_provider_kafka_spark.offsets.resolve import admin_client, cluster_metadata
+from airflow_provider_kafka_spark.offsets.resolve import (
+    RESULT_MARGIN,
+    admin_client,
+    cluster_metadata,
+)
 from airflow_provider_kafka_spark.spark.errors import kafka_errors
 from airflow_provider_kafka_spark.spark.ledger import (
     TaskInput,
@@ -175,11 +179,12 @@ def write_kafka(
     else:
         check_producer_config(kafka_config, guarantee)
     admin = admin_client(kafka_config)
-    cluster = _read_cluster(admin, kafka_config, _check_timeout(metadata_timeout_s))
+    seconds = _check_timeout(metadata_timeout_s)
+    cluster = _read_cluster(admin, kafka_config, seconds)
     if topic is not None:
         cluster = _check_topics_exist(admin, cluster, {topic: None}, kafka_config)
     if guarantee == "exactly_once":
-        _check_transaction_timeout(admin, cluster, transaction_timeout_ms)
+        _check_transaction_timeout(admin, cluster, transaction_timeout_ms, seconds)
     # The pre-pass: one aggregation over df finds every bad row before anything is written
     # (and counts the rows of each partition for exactly_once). Without a topic, partition or
     # headers column there is nothing row-level to check, and only exactly_once needs it.
@@ -252,8 +257,9 @@ def prepare_exactly_once(
                           transactional_id=f"{transactional_id_prefix}-x",
                           transaction_timeout_ms=transaction_timeout_ms)
     admin = admin_client(kafka_config)
-    cluster = _read_cluster(admin, kafka_config, _check_timeout(metadata_timeout_s))
-    _check_transaction_timeout(admin, cluster, transaction_timeout_ms)
+    seconds = _check_timeout(metadata_timeout_s)
+    cluster = _read_cluster(admin, kafka_config, seconds)
+    _check_transaction_timeout(admin, cluster, transaction_timeout_ms, seconds)
     return _plan_exactly_once(
         admin, kafka_config, topic=topic, transactional_id_prefix=transactional_id_prefix,
         write_id=write_id, num_partitions=num_partitions, ledger_topic=ledger_topic,
@@ -414,12 +420,22 @@ def _bootstrap(kafka_config: Mapping[str, Any]) -> str:
 
 
 def _check_transaction_timeout(admin: AdminClient, cluster: _Cluster,
-                               transaction_timeout_ms: int) -> None:
-    resources = [ConfigResource(ResourceType.BROKER, str(b)) for b in cluster.brokers]
-    for resource, future in admin.describe_configs(resources).items():
+                               transaction_timeout_ms: int, seconds: float) -> None:
+    """``transaction_timeout_ms`` is not above any answering broker's
+    ``transaction.max.timeout.ms``. A broker that does not answer within ``seconds`` (it just
+    died; the cluster has not noticed yet) is left out with a warning, unless none answers."""
+    # One request per broker: librdkafka allows one BROKER resource per describe_configs.
+    futures = [future for b in cluster.brokers for future in admin.describe_configs(
+        [ConfigResource(ResourceType.BROKER, str(b))], request_timeout=seconds).items()]
+    silent: list[str] = []
+    for resource, future in futures:
         try:
-            configs = future.result(timeout=30)
-        except KafkaException as exc:
+            configs = future.result(timeout=seconds + RESULT_MARGIN)
+        except (KafkaException, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) or exc.args[0].code() in (
+                    KafkaError._TIMED_OUT, KafkaError._TRANSPORT):
+                silent.append(resource.name)
+                continue
             raise KafkaWriteError(
                 f"could not read the config of broker {resource.name} to check "
                 f"transaction_timeout_ms: {exc.args[0].str()}. Check that the brokers are up "
@@ -435,6 +451,14 @@ def _check_transaction_timeout(admin: AdminClient, cluster: _Cluster,
                 "would reject every transaction (INVALID_TRANSACTION_TIMEOUT). Pass "
                 f"transaction_timeout_ms <= {entry.value} or raise transaction.max.timeout.ms."
             )
+    if len(silent) == len(futures):
+        raise KafkaWriteError(
+            f"no broker answered a request for its config within {seconds}s (brokers "
+            f"{', '.join(silent)}), needed to check transaction_timeout_ms. Check that the "
+            "brokers are up, or raise metadata_timeout_s. Nothing was written.")
+    if silent:
+        log.warning("brokers %s did not answer within %ss (down?); transaction_timeout_ms was "
+                    "checked against the others", ", ".join(silent), seconds)
 
 
 def _check_columns(df: DataFrame, topic: str | None) -> None:

@@ -26,7 +26,9 @@ class TransactionError(KafkaWriteError):
 
 
 class TransactionInitTimeoutError(TransactionError):
-    """``init_transactions()`` did not return in time (usually ``__transaction_state`` trouble)."""
+    """``init_transactions()`` did not return in time, or the transaction coordinator was not
+    available (usually ``__transaction_state`` trouble: fewer live brokers than its
+    ``min.insync.replicas``)."""
 
 
 class ProducerFencedError(TransactionError):

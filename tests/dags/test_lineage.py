@@ -67,7 +67,8 @@ def test_resolve_ingest_and_commit_report_topics_ranges_and_output(
     outcome = run_dag("kafka_hourly_ingest", logical_date=T1, conf=conf)
 
     assert outcome.state == "success", outcome.errors
-    namespace = f"kafka://{kafka_config['bootstrap.servers']}"
+    # The OpenLineage naming spec: the first of bootstrap.servers (KAFKA_BROKERS=3 lists three).
+    namespace = f"kafka://{kafka_config['bootstrap.servers'].split(',')[0]}"
     ranges = {"isolationLevel": "read_committed", "partitions": [
         {"partition": 0, "start": 3, "stop": 8}, {"partition": 1, "start": 0, "stop": 4},
         {"partition": 2, "start": 2, "stop": 2}]}

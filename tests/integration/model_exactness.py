@@ -295,7 +295,7 @@ def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
     """Run one example (see the module doc); raises AssertionError on a violated property."""
     ops, ends = program
     topic = f"model-{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[
+    admin.create_topics([NewTopic(topic, PARTITIONS, config={"retention.ms": "-1"})])[
         topic].result(30)
     base_ms = (int(time.time() * 1000) - 30 * 60_000) // 1000 * 1000
     # A client of its own: a long-lived one may cache the new topic's leaderless metadata.

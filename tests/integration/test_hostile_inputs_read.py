@@ -90,7 +90,7 @@ def records(kafka_config: dict[str, Any], kafka_admin: Any) -> Iterator[OffsetRa
     from tests.kafka_data import produce
 
     name = f"hostile-read-{uuid.uuid4().hex[:8]}"
-    kafka_admin.create_topics([NewTopic(name, 1, 1)])[name].result(30)
+    kafka_admin.create_topics([NewTopic(name, 1)])[name].result(30)
     produce(kafka_config, name, [(0, None, b"v", int(time.time() * 1000))] * 3)
     yield OffsetRanges((PartitionRange(name, 0, 0, 3),))
     kafka_admin.delete_topics([name])[name].result(30)

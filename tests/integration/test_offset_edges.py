@@ -26,7 +26,7 @@ from airflow_provider_kafka_spark.offsets.pins import (
     pin_ranges,
     pinned_ranges,
 )
-from airflow_provider_kafka_spark.offsets.resolve import retry_coordinator
+from airflow_provider_kafka_spark.offsets.resolve import ATTEMPT_S, retry_transient
 from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration
@@ -169,22 +169,39 @@ def test_transient_coordinator_errors_are_retried_within_the_deadline():
             raise KafkaException(KafkaError(code))
         return "done"
 
-    assert retry_coordinator(call, "test", deadline=time.monotonic() + 10) == "done"
+    assert retry_transient(call, "test", deadline=time.monotonic() + 10) == "done"
     assert len(calls) == 4
 
     def always(timeout: float) -> str:
         raise KafkaException(KafkaError(KafkaError.COORDINATOR_LOAD_IN_PROGRESS))
 
     with pytest.raises(KafkaException):
-        retry_coordinator(always, "test", deadline=time.monotonic() + 0.5)
+        retry_transient(always, "test", deadline=time.monotonic() + 0.5)
 
     def broken(timeout: float) -> str:
         raise KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED))
 
     started = time.monotonic()
     with pytest.raises(KafkaException):
-        retry_coordinator(broken, "test", deadline=time.monotonic() + 10)
+        retry_transient(broken, "test", deadline=time.monotonic() + 10)
     assert time.monotonic() - started < 1
+
+
+def test_a_request_to_a_dead_broker_is_sent_again_in_bounded_attempts():
+    """A broker that died still coordinates its groups (and answers nothing) until the cluster
+    notices: each attempt gets at most ATTEMPT_S seconds, and silence is retried."""
+    attempts: list[float] = []
+
+    def call(timeout: float) -> str:
+        attempts.append(timeout)
+        if len(attempts) == 1:
+            raise TimeoutError  # a future that did not complete
+        if len(attempts) == 2:
+            raise KafkaException(KafkaError(KafkaError._TRANSPORT))
+        return "done"
+
+    assert retry_transient(call, "test", deadline=time.monotonic() + 60) == "done"
+    assert len(attempts) == 3 and max(attempts) <= ATTEMPT_S
 
 
 def test_pins_are_kept_per_run_and_the_newest_wins(kafka_config):

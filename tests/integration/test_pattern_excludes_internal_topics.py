@@ -24,7 +24,7 @@ LEDGER = "_kafka_spark_ledger"
 @pytest.fixture
 def ledger_topic(kafka_admin: Any) -> str:
     """The default ledger topic, as write_kafka creates it (kept: other tests may use it)."""
-    future = kafka_admin.create_topics([NewTopic(LEDGER, num_partitions=1, replication_factor=1,
+    future = kafka_admin.create_topics([NewTopic(LEDGER, num_partitions=1,
                                                  config={"cleanup.policy": "compact"})])[LEDGER]
     try:
         future.result(timeout=30)

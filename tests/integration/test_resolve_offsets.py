@@ -55,7 +55,7 @@ def at(minute: float) -> int:
 @pytest.fixture(scope="module")
 def topic(kafka_config: dict[str, Any], kafka_admin: AdminClient):
     name = f"resolve-{uuid.uuid4().hex[:10]}"
-    kafka_admin.create_topics([NewTopic(name, 3, 1)])[name].result(30)
+    kafka_admin.create_topics([NewTopic(name, 3)])[name].result(30)
     produce(kafka_config, name, [(0, f"p0-{i}".encode(), b"v", at(i)) for i in range(10)])
 
     tx = transactional_producer(kafka_config)

@@ -29,6 +29,12 @@ def test_scram_and_plain_become_a_jaas_config_with_quotes_escaped() -> None:
                                          ' required username="bob" password="pw";')
 
 
+def test_fetch_settings_keep_their_meaning() -> None:
+    assert java_client_settings({"fetch.wait.max.ms": 100, "fetch.min.bytes": 1000,
+                                 "max.partition.fetch.bytes": 1}) == {
+        "fetch.max.wait.ms": 100, "fetch.min.bytes": 1000, "max.partition.fetch.bytes": 1}
+
+
 def test_a_client_certificate_travels_inline(tmp_path: Path) -> None:
     (tmp_path / "c.pem").write_text("CERT")
     (tmp_path / "c.key").write_text("KEY")
