@@ -81,7 +81,15 @@ def has_leaders(admin: AdminClient, topic: str, partitions: int) -> bool:
 
 
 def leader_of(admin: AdminClient, topic: str, partition: int) -> int:
-    return admin.list_topics(topic, timeout=10).topics[topic].partitions[partition].leader
+    """The leader of ``topic[partition]``; waits for a broker whose metadata has it (a topic
+    created a moment ago may not have reached the broker asked yet)."""
+    deadline = time.monotonic() + 30
+    while True:
+        found = admin.list_topics(topic, timeout=10).topics[topic].partitions.get(partition)
+        if found is not None and found.leader >= 0:
+            return int(found.leader)
+        assert time.monotonic() < deadline, f"{topic}/{partition} has no leader after 30 s"
+        time.sleep(0.2)
 
 
 def java_hash(text: str) -> int:
