@@ -14,6 +14,7 @@
       CommitError               consumer-group offsets could not be committed
       InternalTopicError        the ledger / pins topics could not be created or read
       KafkaReadError            a split could not be read (spark.errors)
+      SchemaRegistryError       the Schema Registry could not answer (spark.errors)
       KafkaWriteError           the sink failed (spark.write_errors; delivery, transactions, ledger)
       SinkError                 a file sink could not swap in its staged output (sinks.base)
 

@@ -17,9 +17,11 @@ from airflow_provider_kafka_spark.spark.decode import decode_kafka
 from airflow_provider_kafka_spark.spark.errors import (
     DecodeError,
     KafkaReadError,
+    SchemaRegistryError,
     SparkKafkaSourceMissingError,
     kafka_errors,
 )
+from airflow_provider_kafka_spark.spark.formats import Subject
 from airflow_provider_kafka_spark.spark.read import LostOffsets, read_kafka
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.session import (
@@ -54,8 +56,10 @@ __all__ = [
     "LostOffsets",
     "PartitionSummary",
     "ProducerFencedError",
+    "SchemaRegistryError",
     "SparkKafkaJarsError",
     "SparkKafkaSourceMissingError",
+    "Subject",
     "TransactionError",
     "TransactionInitTimeoutError",
     "WriteConfigError",

@@ -1,9 +1,20 @@
 """Decode the binary ``key``/``value`` columns of a Kafka DataFrame into typed columns.
 
 Formats: ``"bytes"`` (unchanged), ``"string"`` (UTF-8), ``"json"`` (a struct column of the given
-DDL schema; select ``value.*`` to flatten it). A record is *corrupt* when a non-null key or
-value is not valid UTF-8 or, for ``"json"``, does not parse into the schema. Null keys and
-values (tombstones) decode to null and are not corrupt.
+DDL schema; select ``value.*`` to flatten it), and the Schema Registry formats ``"avro"``,
+``"protobuf"`` and ``"json_schema"``: Confluent wire-format records (the schema id after a
+magic byte, or in the ``__key_schema_id``/``__value_schema_id`` headers) decoded by
+confluent-kafka's own deserializers on the executors into a struct column of the *reader
+schema* (``Subject(name, version)``, or given inline). Records written with older compatible
+writer schemas decode into the reader schema; see :mod:`~airflow_provider_kafka_spark.spark.
+formats` for the type mapping.
+
+A record is *corrupt* when a non-null key or value is not valid UTF-8, for ``"json"`` does not
+parse into the schema, or for a registry format cannot be decoded (not wire format, an unknown
+schema id, a writer schema the reader schema cannot resolve, a truncated payload). Null keys
+and values (tombstones) decode to null and are not corrupt. A registry that cannot be reached
+or refuses the client is never a corrupt record: the job fails with
+:class:`~airflow_provider_kafka_spark.spark.errors.SchemaRegistryError`.
 
 Policies for corrupt records (``on_corrupt``):
 
@@ -18,18 +29,31 @@ Policies for corrupt records (``on_corrupt``):
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
+from google.protobuf.message import Message
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.spark.errors import DecodeError
+from airflow_provider_kafka_spark.spark.formats import (
+    REGISTRY_FORMATS,
+    FieldCodec,
+    Subject,
+    decode_batches,
+    decoded_columns,
+    frozen_config,
+    resolve_schema,
+    spark_type_of,
+)
 
-Format = Literal["bytes", "string", "json"]
+Format = Literal["bytes", "string", "json", "avro", "protobuf", "json_schema"]
 OnCorrupt = Literal["fail", "skip", "dead_letter"]
-FORMATS: tuple[str, ...] = ("bytes", "string", "json")
+FORMATS: tuple[str, ...] = ("bytes", "string", "json", *REGISTRY_FORMATS)
+Schema = str | StructType | Subject | type[Message]
 ON_CORRUPT: tuple[str, ...] = ("fail", "skip", "dead_letter")
 CORRUPT_RECORDS_METRIC = "corrupt_records"
 _CORRUPT_FIELD = "_corrupt_record"
@@ -40,8 +64,9 @@ def decode_kafka(
     *,
     key_format: Format = "bytes",
     value_format: Format = "bytes",
-    key_schema: str | StructType | None = None,
-    value_schema: str | StructType | None = None,
+    key_schema: Schema | None = None,
+    value_schema: Schema | None = None,
+    schema_registry: Mapping[str, Any] | None = None,
     on_corrupt: OnCorrupt = "fail",
     observation: Observation | None = None,
 ) -> DataFrame:
@@ -49,9 +74,15 @@ def decode_kafka(
 
     Args:
         df: a DataFrame with binary ``key`` and ``value`` columns (``read_kafka`` output).
-        key_format, value_format: ``"bytes"``, ``"string"`` or ``"json"``.
-        key_schema, value_schema: a DDL string (``"id long, name string"``) or ``StructType``;
-            required for ``"json"`` and only allowed there.
+        key_format, value_format: ``"bytes"``, ``"string"``, ``"json"``, ``"avro"``,
+            ``"protobuf"`` or ``"json_schema"``.
+        key_schema, value_schema: for ``"json"``, a DDL string (``"id long, name string"``) or
+            ``StructType``; for a registry format, the reader schema: ``Subject(name,
+            version)`` (``version="latest"`` is fixed when the job starts) or inline (Avro or
+            JSON Schema text; a generated Protobuf message class). Required for those formats
+            and only allowed there.
+        schema_registry: confluent-kafka's ``SchemaRegistryClient`` config (``url``,
+            ``basic.auth.user.info``...); required for the registry formats.
         on_corrupt: ``"fail"``, ``"skip"`` or ``"dead_letter"`` (see the module docs).
         observation: when given, records the metric ``corrupt_records`` (how many corrupt
             records the job saw) once an action has run.
@@ -59,6 +90,8 @@ def decode_kafka(
     Raises:
         DecodeError: ``df`` lacks read_kafka's columns, an unknown format or policy, a
             missing/unneeded/invalid schema, or an ``observation`` that is not one.
+        SchemaRegistryError: the registry could not answer the reader schema's lookup (and,
+            when an action runs, a writer schema's).
     """
     needed = ("key", "value", "topic", "partition", "offset")
     if not isinstance(df, DataFrame) or not set(needed) <= set(df.columns):
@@ -72,14 +105,24 @@ def decode_kafka(
     if observation is not None and not isinstance(observation, Observation):
         raise DecodeError(f"observation={shown(observation)} is not an Observation; pass a "
                           "pyspark.sql.Observation (or None).")
-    key, key_bad = _decoder("key", key_format, key_schema)
-    value, value_bad = _decoder("value", value_format, value_schema)
+    original = list(df.columns)
+    codecs = tuple(_codec(field, fmt, schema, schema_registry)
+                   for field, fmt, schema in (("key", key_format, key_schema),
+                                              ("value", value_format, value_schema))
+                   if fmt in REGISTRY_FORMATS)
+    if not codecs and schema_registry is not None:
+        raise DecodeError("schema_registry is only used with the formats "
+                          f"{REGISTRY_FORMATS}; remove it, or pass one of them.")
+    key, key_bad, key_reason = _decoder("key", key_format, key_schema)
+    value, value_bad, value_reason = _decoder("value", value_format, value_schema)
+    if codecs:
+        df = df.mapInArrow(decode_batches(codecs, "headers" in original),
+                           StructType([*df.schema.fields, *decoded_columns(codecs)]))
     corrupt = key_bad | value_bad
-    reason = (F.when(key_bad, F.lit(f"key is not valid {key_format}"))
-              .when(value_bad, F.lit(_reason(value_format, value_schema))))
+    reason = F.when(key_bad, key_reason).when(value_bad, value_reason)
     if observation is not None:
         df = df.observe(observation, F.count_if(corrupt).alias(CORRUPT_RECORDS_METRIC))
-    others = [F.col(f"`{c}`") for c in df.columns if c not in ("key", "value")]
+    others = [F.col(f"`{c}`") for c in original if c not in ("key", "value")]
     if on_corrupt == "skip":
         return df.where(~corrupt).select(key, value, *others)
     if on_corrupt == "dead_letter":
@@ -101,26 +144,49 @@ def decode_kafka(
     return df.where(guard).select(key, value, *others)
 
 
-def _decoder(column: str, fmt: str, schema: str | StructType | None) -> tuple[Column, Column]:
-    """(decoded column named ``column``, is-corrupt condition) for one of key/value."""
+def _codec(column: str, fmt: str, schema: Schema | None,
+           registry: Mapping[str, Any] | None) -> FieldCodec:
+    """The executors' decoder of a registry-format column, its reader schema fixed now."""
+    if schema is None:
+        raise DecodeError(
+            f"{column}_format={fmt!r} needs {column}_schema, the reader schema: "
+            f"Subject('<topic>-{column}') for the subject's latest version, "
+            f"Subject('<topic>-{column}', 3) for a version, or the schema inline.")
+    if isinstance(schema, StructType):
+        raise DecodeError(f"{column}_schema for {fmt!r} is a Subject or the schema itself, not "
+                          "a StructType (the Spark type comes from the reader schema).")
+    config = frozen_config(registry, f"{column}_format={fmt!r}")
+    resolved = resolve_schema(config, fmt, schema)
+    return FieldCodec(column, resolved, config, spark_type_of(resolved).json())
+
+
+def _decoder(column: str, fmt: str, schema: Schema | None) -> tuple[Column, Column, Column]:
+    """(decoded column named ``column``, is-corrupt condition, reason) for one of key/value."""
     if fmt not in FORMATS:
         raise DecodeError(f"{column}_format={shown(fmt)} is not valid; use one of {FORMATS}.")
+    if fmt in REGISTRY_FORMATS:
+        error = F.col(f"_{column}_error")
+        return F.col(f"_{column}_decoded").alias(column), error.isNotNull(), error
     if fmt != "json" and schema is not None:
-        raise DecodeError(f"{column}_schema is only used with {column}_format='json'; remove "
-                          f"it, or pass {column}_format='json'.")
+        raise DecodeError(f"{column}_schema is only used with {column}_format='json' or a "
+                          f"registry format {REGISTRY_FORMATS}; remove it, or pass one.")
     raw = F.col(column)
     if fmt == "bytes":
-        return raw.alias(column), F.lit(False)
+        return raw.alias(column), F.lit(False), F.lit(None)
     text = raw.cast("string")
     bad_utf8 = raw.isNotNull() & ~F.is_valid_utf8(text)
     if fmt == "string":
-        return text.alias(column), bad_utf8
+        return text.alias(column), bad_utf8, F.lit(f"{column} is not valid string")
+    if isinstance(schema, (Subject, type)):
+        raise DecodeError(f"{column}_schema for 'json' is a DDL string or StructType; a "
+                          "Subject or message class is for the registry formats.")
     struct = _struct(column, schema)
     with_corrupt = StructType([*struct.fields, StructField(_CORRUPT_FIELD, StringType())])
     parsed = F.from_json(text, with_corrupt,
                          {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT_FIELD})
     bad = bad_utf8 | (raw.isNotNull() & (parsed.isNull() | parsed[_CORRUPT_FIELD].isNotNull()))
-    return parsed.dropFields(_CORRUPT_FIELD).alias(column), bad
+    reason = _reason(column, schema if isinstance(schema, str) else struct)
+    return parsed.dropFields(_CORRUPT_FIELD).alias(column), bad, F.lit(reason)
 
 
 def _struct(column: str, schema: str | StructType | None) -> StructType:
@@ -143,8 +209,6 @@ def _struct(column: str, schema: str | StructType | None) -> StructType:
     return parsed
 
 
-def _reason(fmt: str, schema: str | StructType | None) -> str:
-    if fmt == "json":
-        shown = schema if isinstance(schema, str) else getattr(schema, "simpleString", str)()
-        return f"value is not JSON matching the schema {shown}"
-    return f"value is not valid {fmt}"
+def _reason(column: str, schema: str | StructType) -> str:
+    shown = schema if isinstance(schema, str) else schema.simpleString()
+    return f"{column} is not JSON matching the schema {shown}"

@@ -25,7 +25,15 @@ class SparkKafkaSourceMissingError(KafkaSparkError):
 
 
 class DecodeError(ConfigurationError):
-    """Invalid decoding options (unknown format, missing or unparsable schema)."""
+    """Invalid decoding or encoding options (unknown format, missing or unparsable schema, a
+    schema with no Spark counterpart)."""
+
+
+class SchemaRegistryError(KafkaSparkError):
+    """The Schema Registry could not answer: unreachable, refused the credentials, or does not
+    have the subject/version asked for. Never a reason to skip or dead-letter records: the job
+    fails (and Spark retries the task) instead, so nothing is dropped because a server was
+    away."""
 
 
 @contextmanager
@@ -75,7 +83,8 @@ def _executor_error_classes() -> dict[str, type[KafkaSparkError]]:
 
     classes: dict[str, type[KafkaSparkError]] = {
         "DataLossError": DataLossError, "KafkaReadError": KafkaReadError,
-        "KafkaAuthenticationError": KafkaAuthenticationError}
+        "KafkaAuthenticationError": KafkaAuthenticationError,
+        "SchemaRegistryError": SchemaRegistryError}
     for name in dir(write_errors):
         value = getattr(write_errors, name)
         if isinstance(value, type) and issubclass(value, write_errors.KafkaWriteError):

@@ -24,6 +24,8 @@ from airflow_provider_kafka_spark.offsets.resolve import (
     cluster_metadata,
 )
 from airflow_provider_kafka_spark.spark.errors import kafka_errors
+from airflow_provider_kafka_spark.spark.formats import REGISTRY_FORMATS
+from airflow_provider_kafka_spark.spark.formats.encode import encode_columns
 from airflow_provider_kafka_spark.spark.ledger import (
     TaskInput,
     check_inputs,
@@ -95,6 +97,14 @@ def write_kafka(
     kafka_config: Mapping[str, Any],
     *,
     topic: str | None = None,
+    key_format: str = "bytes",
+    value_format: str = "bytes",
+    key_schema: Any = None,
+    value_schema: Any = None,
+    schema_registry: Mapping[str, Any] | None = None,
+    auto_register_schemas: bool = True,
+    subject_name_strategy: str = "topic",
+    schema_id_location: str = "payload",
     delivery_guarantee: str = "exactly_once",
     transactional_id_prefix: str | None = None,
     write_id: str | None = None,
@@ -113,6 +123,21 @@ def write_kafka(
     ``headers`` (array<struct<key string, value binary>>) and ``timestamp`` (timestamp).
     A keyed row without a partition goes where the Java producer and Spark's Kafka sink put
     it (``partitioner=murmur2_random``, unless ``kafka_config`` sets ``partitioner``).
+
+    Schema Registry formats: with ``value_format`` (or ``key_format``) ``"avro"``,
+    ``"protobuf"`` or ``"json_schema"``, the column holds rows (any type for Avro and JSON
+    Schema, a struct for Protobuf) that confluent-kafka's serializers encode to Confluent wire
+    format with the writer schema ``value_schema``: ``Subject(name, version)``, inline (Avro
+    or JSON Schema text, a Protobuf message class), or ``None`` to derive it from the column's
+    type (the mapping in :mod:`~airflow_provider_kafka_spark.spark.formats`). The schema is
+    fixed on the driver before anything is written: registered under the subject
+    ``subject_name_strategy`` names (``"topic"``: ``<topic>-value``; ``"record"``: the record's
+    full name; ``"topic_record"``: ``<topic>-<record>``; a ``Subject`` names its own) when
+    ``auto_register_schemas``, else looked up there (missing: :class:`SchemaRegistryError`).
+    ``schema_id_location="headers"`` puts the schema's id in the ``__value_schema_id`` /
+    ``__key_schema_id`` header instead of the payload (the registry must give schemas GUIDs).
+    ``schema_registry`` is confluent-kafka's ``SchemaRegistryClient`` config. Every guarantee
+    works with them; a row that does not fit the schema fails the pre-pass (nothing written).
 
     Before anything is written, the driver checks the arguments and ``kafka_config`` (by
     building the tasks' producer once), reads the cluster's metadata (an unreachable cluster
@@ -170,7 +195,9 @@ def write_kafka(
             :class:`InputTruncatedError` name the cause.
     """
     guarantee = _check_guarantee(delivery_guarantee)
-    _check_columns(df, topic)
+    _check_columns(df, topic, encoded={field for field, fmt in (("key", key_format),
+                                                                ("value", value_format))
+                                       if fmt in REGISTRY_FORMATS})
     if guarantee == "exactly_once":
         prefix, wid = _check_exactly_once_args(transactional_id_prefix, write_id,
                                                transaction_timeout_ms)
@@ -185,11 +212,17 @@ def write_kafka(
         cluster = _check_topics_exist(admin, cluster, {topic: None}, kafka_config)
     if guarantee == "exactly_once":
         _check_transaction_timeout(admin, cluster, transaction_timeout_ms, seconds)
+    df, codecs = encode_columns(
+        df, topic=topic, key_format=key_format, value_format=value_format,
+        key_schema=key_schema, value_schema=value_schema, schema_registry=schema_registry,
+        auto_register_schemas=auto_register_schemas, subject_name_strategy=subject_name_strategy,
+        schema_id_location=schema_id_location)
     # The pre-pass: one aggregation over df finds every bad row before anything is written
     # (and counts the rows of each partition for exactly_once). Without a topic, partition or
-    # headers column there is nothing row-level to check, and only exactly_once needs it.
+    # headers column or an encoding there is nothing row-level to check, and only exactly_once
+    # needs it.
     scan = None
-    if guarantee == "exactly_once" or topic is None or \
+    if guarantee == "exactly_once" or topic is None or codecs or \
             {"partition", "headers"} & set(df.columns):
         scan = _scan_input(df, topic, digest=guarantee == "exactly_once")
         _check_rows(admin, scan, topic, cluster, kafka_config)
@@ -461,7 +494,9 @@ def _check_transaction_timeout(admin: AdminClient, cluster: _Cluster,
                     "checked against the others", ", ".join(silent), seconds)
 
 
-def _check_columns(df: DataFrame, topic: str | None) -> None:
+def _check_columns(df: DataFrame, topic: str | None, encoded: set[str]) -> None:
+    """Refuse unknown, missing or mistyped columns (``encoded`` columns, which a registry
+    format encodes, may have any type)."""
     from pyspark.sql import types as T
 
     binary_or_string = (T.BinaryType, T.StringType)
@@ -489,7 +524,7 @@ def _check_columns(df: DataFrame, topic: str | None) -> None:
         "partition": (T.IntegerType, T.ShortType, T.ByteType), "timestamp": (T.TimestampType,),
     }
     for name, types in expected.items():
-        if name in fields and not isinstance(fields[name], types):
+        if name in fields and name not in encoded and not isinstance(fields[name], types):
             raise WriteConfigError(
                 f"column {name!r} has type {fields[name].simpleString()}; expected "
                 f"{' or '.join(t.typeName() for t in types)}: cast it, e.g. "

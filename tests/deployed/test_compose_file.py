@@ -68,6 +68,14 @@ def test_same_ports_published_on_loopback(compose: dict[str, Any]) -> None:
     assert "INTERNAL://kafka:19092" in listeners
 
 
+def test_a_schema_registry_runs_beside_the_broker(compose: dict[str, Any]) -> None:
+    registry = compose["services"]["schema-registry"]
+    assert registry["image"].startswith("confluentinc/cp-schema-registry:")
+    assert registry["ports"] == ["127.0.0.1:8085:8081"]
+    assert registry["environment"]["SCHEMA_REGISTRY_KAFKASTORE_BOOTSTRAP_SERVERS"] == \
+        "PLAINTEXT://kafka:19092"
+
+
 def test_the_image_installs_this_repo_java_and_the_example_dags() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "openjdk-17-jre-headless" in dockerfile
