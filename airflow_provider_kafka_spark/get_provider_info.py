@@ -34,7 +34,8 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": _INTEGRATION,
-                "python-modules": [f"{_PACKAGE}.hooks.kafka", f"{_PACKAGE}.hooks.spark"],
+                "python-modules": [f"{_PACKAGE}.hooks.kafka", f"{_PACKAGE}.hooks.spark",
+                                   f"{_PACKAGE}.hooks.schema_registry"],
             }
         ],
         "operators": [

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tools.local_broker import local_broker
+from tools.local_registry import local_registry
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -43,6 +44,14 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def kafka_config(kafka_bootstrap: str) -> dict[str, Any]:
     """The librdkafka config every test client uses."""
     return {"bootstrap.servers": kafka_bootstrap}
+
+
+@pytest.fixture(scope="session")
+def schema_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """The ``schema_registry`` config of one real registry (``scripts/schema-registry``,
+    Confluent's REST API) for the whole run, started on first use."""
+    with local_registry(tmp_path_factory.mktemp("schema-registry")) as url:
+        yield {"url": url}
 
 
 @pytest.fixture(scope="session")

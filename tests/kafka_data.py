@@ -90,3 +90,27 @@ def consume_all(config: dict[str, Any], topic: str, partitions: int,
     consumer.close()
     assert len(done) == partitions, "did not reach the end of every partition"
     return sorted(records)
+
+
+def read_committed(config: dict[str, Any], topic: str, expected: int,
+                   timeout: float = 30.0, settle: float = 2.0) -> list[Any]:
+    """The messages of ``topic`` a plain ``read_committed`` consumer sees: polled until
+    ``expected`` arrived, then ``settle`` seconds more (so a duplicate would show); asserts
+    exactly ``expected``."""
+    consumer = Consumer({**config, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                         "isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    found: list[Any] = []
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                found.append(msg)
+            if len(found) >= expected:
+                deadline = min(deadline, time.monotonic() + settle)
+    finally:
+        consumer.close()
+    assert len(found) == expected, f"{len(found)} message(s) in {topic}, expected {expected}"
+    return found

@@ -1,6 +1,8 @@
-"""Airflow hooks: a Kafka connection -> librdkafka config; a Spark connection -> SparkSession."""
+"""Airflow hooks: a Kafka connection -> librdkafka config; a Spark connection -> SparkSession;
+a Schema Registry connection -> the registry client's config."""
 
 from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
+from airflow_provider_kafka_spark.hooks.schema_registry import SchemaRegistryHook
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 
-__all__ = ["KafkaHook", "SparkHook"]
+__all__ = ["KafkaHook", "SchemaRegistryHook", "SparkHook"]

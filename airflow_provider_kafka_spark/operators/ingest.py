@@ -53,6 +53,10 @@ the DAG file is parsed; a unit test keeps the two equal)."""
 DELIVERY_GUARANTEES: tuple[str, ...] = ("none", "at_least_once", "exactly_once")
 """``write_kafka``'s guarantees (``spark.transactions.DELIVERY_GUARANTEES``, likewise)."""
 DATA_LOSS_CHOICES: tuple[str, ...] = ("fail", "skip")
+REGISTRY_FORMATS: tuple[str, ...] = ("avro", "protobuf", "json_schema")
+DECODE_FORMATS: tuple[str, ...] = ("bytes", "string", "json", *REGISTRY_FORMATS)
+"""``decode_kafka``'s formats (``spark.decode.FORMATS``, likewise not imported)."""
+ON_CORRUPT: tuple[str, ...] = ("fail", "skip", "dead_letter")
 FILE_ONLY = ("output_options", "partition_by")
 KAFKA_ONLY = ("output_kafka_conn_id", "transactional_id_prefix", "write_id")
 
@@ -148,6 +152,28 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     :param include_headers: read the ``headers`` column (default True).
     :param on_data_loss: ``fail`` (default) or ``skip`` offsets deleted since resolution;
         skipped offsets are counted in ``lost``.
+    :param key_format: how ``key`` is decoded before ``transform``/``sql``: ``bytes``
+        (default: not decoded), ``string``, ``json``, or a Schema Registry format ``avro``,
+        ``protobuf``, ``json_schema`` (see ``decode_kafka``).
+    :param value_format: likewise for ``value``.
+    :param key_schema: ``json``: a DDL string; registry formats: the reader schema, a
+        ``Subject(name, version)`` or the schema inline; default ``Subject('<topic>-key')``
+        when the ranges have one topic.
+    :param value_schema: likewise for ``value`` (default ``Subject('<topic>-value')``).
+    :param schema_registry_conn_id: the registry's connection (see
+        :class:`~airflow_provider_kafka_spark.hooks.schema_registry.SchemaRegistryHook`);
+        required by the registry formats. A registry that cannot be reached fails the task
+        (``SchemaRegistryError``) before anything is written; a retry decodes again.
+    :param on_corrupt: records that cannot be decoded: ``fail`` (default: the task fails
+        before anything is written, naming the first one's topic/partition/offset and the
+        reason), ``skip`` (dropped, counted) or ``dead_letter`` (written, as read, with the
+        reason, topic, partition, offset and timestamp, to the dead-letter output: the folder
+        ``<output_path>/_dead_letter`` (Parquet) published with the output and covered by its
+        manifest, or ``dead_letter_topic`` for a Kafka sink, written by the same
+        ``write_kafka`` call). The counts are in the XCom and the manifest (``decode``:
+        ``decoded``, ``skipped``, ``dead_lettered``) and the task log.
+    :param dead_letter_topic: the dead-letter topic of a Kafka sink with
+        ``on_corrupt="dead_letter"`` (on the output cluster).
     """
 
     template_fields: Sequence[str] = ("ranges", "output_path", "output_format", "output_topic",
@@ -176,6 +202,13 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         engine: str = "python",
         include_headers: bool = True,
         on_data_loss: str = "fail",
+        key_format: str = "bytes",
+        value_format: str = "bytes",
+        key_schema: Any = None,
+        value_schema: Any = None,
+        schema_registry_conn_id: str | None = None,
+        on_corrupt: str = "fail",
+        dead_letter_topic: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -207,6 +240,13 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         self.engine = engine
         self.include_headers = include_headers
         self.on_data_loss = on_data_loss
+        self.key_format = key_format
+        self.value_format = value_format
+        self.key_schema = key_schema
+        self.value_schema = value_schema
+        self.schema_registry_conn_id = schema_registry_conn_id
+        self.on_corrupt = on_corrupt
+        self.dead_letter_topic = dead_letter_topic
         self.check_arguments(rendered=False)
         if self.has_dag():
             from airflow.sdk import AssetAlias
@@ -265,7 +305,42 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         check_choice(task, "engine", self.engine, ENGINES)
         check_bool(task, "include_headers", self.include_headers)
         check_choice(task, "on_data_loss", self.on_data_loss, DATA_LOSS_CHOICES)
+        self._check_decoding(files)
         self._check_sink_only_arguments(files)
+
+    def _check_decoding(self, files: bool) -> None:
+        task = self.task_id
+        check_choice(task, "key_format", self.key_format, DECODE_FORMATS)
+        check_choice(task, "value_format", self.value_format, DECODE_FORMATS)
+        check_choice(task, "on_corrupt", self.on_corrupt, ON_CORRUPT)
+        check_text(task, "schema_registry_conn_id", self.schema_registry_conn_id,
+                   allow_none=True, meaning="an Airflow connection id of a Schema Registry")
+        registry = [f for f in (self.key_format, self.value_format) if f in REGISTRY_FORMATS]
+        if registry and self.schema_registry_conn_id is None:
+            raise bad_argument(task, "schema_registry_conn_id", None,
+                               f"the format {registry[0]!r} needs a Schema Registry: pass "
+                               "schema_registry_conn_id='schema_registry_default' (or yours)",
+                               problem="is missing")
+        if not registry and self.schema_registry_conn_id is not None:
+            raise bad_argument(task, "schema_registry_conn_id", self.schema_registry_conn_id,
+                               f"it is used only with key_format/value_format in "
+                               f"{REGISTRY_FORMATS}; remove it", problem="is not used")
+        decoding = self.key_format != "bytes" or self.value_format != "bytes"
+        if self.on_corrupt != "fail" and not decoding:
+            raise bad_argument(task, "on_corrupt", self.on_corrupt,
+                               "it applies to decoded records; pass key_format/value_format, "
+                               "or remove it", problem="does not apply without decoding")
+        if self.dead_letter_topic is not None:
+            if files or self.on_corrupt != "dead_letter":
+                raise bad_argument(task, "dead_letter_topic", self.dead_letter_topic,
+                                   "it applies to a Kafka sink (output_topic=) with "
+                                   "on_corrupt='dead_letter'; a file sink writes dead letters "
+                                   "to <output_path>/_dead_letter", problem="does not apply")
+            check_topic_name(task, "dead_letter_topic", self.dead_letter_topic)
+        elif not files and self.on_corrupt == "dead_letter":
+            raise bad_argument(task, "dead_letter_topic", None,
+                               "on_corrupt='dead_letter' with output_topic= needs the topic to "
+                               "write undecodable records to", problem="is missing")
 
     def _check_format(self) -> None:
         value = self.output_format
@@ -332,7 +407,9 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         began = time.monotonic()
         spark = self.spark_hook.get_conn()
         empty = spark.createDataFrame([], kafka_schema(self.include_headers))
-        shaped = self._transformed(spark, empty, checking=True)
+        decoding = self._decoding(offset_ranges)
+        shaped = self._transformed(spark, _good(decoding(empty)) if decoding else empty,
+                                   checking=True)
         try:
             sink.prepare(spark, shaped)
             lost = LostOffsets()
@@ -340,9 +417,17 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             try:
                 with kafka_errors():
                     summaries = summarize(records)
-                output = sink.write(self._transformed(spark, records, checking=False))
+                good, dead_letters, decoded = records, None, None
+                if decoding:
+                    good, dead_letters, decoded = self._split(decoding(records))
+                output = sink.write(self._transformed(spark, good, checking=False),
+                                    dead_letters)
                 stats = _stats(offset_ranges, summaries, output, lost=lost.by_partition(),
                                seconds=time.monotonic() - began)
+                if decoded is not None:
+                    stats["decode"] = decoded
+                    if "dead_letter" in output:
+                        output["dead_letter"]["records"] = decoded["dead_lettered"]
                 sink.commit({
                     "version": 1,
                     "dag_id": self.dag_id,
@@ -359,6 +444,9 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             raise
         self.log.info("Wrote %d record(s) to %s:\n%s", stats["records"],
                       output.get("path") or output.get("topic"), _summary_table(stats))
+        if "decode" in stats:
+            self.log.info("Decoded %(decoded)d record(s); %(skipped)d skipped and "
+                          "%(dead_lettered)d dead-lettered as undecodable.", stats["decode"])
         self._warn_lost(stats)
         _send_metrics(self, stats)
         self._announce_output(context, stats)
@@ -377,6 +465,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             write_id=(self.write_id.strip() if self.write_id
                       else default_write_id(self.dag_id, self.task_id, context["run_id"], ranges)),
             records_as_read=self.transform is None and not self.sql,
+            dead_letter_topic=self.dead_letter_topic,
         )
 
     @cached_property
@@ -455,6 +544,74 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             lost=lost,
         ).persist(StorageLevel.MEMORY_AND_DISK)
 
+    def _decoding(self, ranges: OffsetRanges) -> Callable[[DataFrame], DataFrame] | None:
+        """``decode_kafka`` with this task's options and ``on_corrupt="dead_letter"`` (the
+        task applies its own policy to what it marks), a subject's ``latest`` version pinned
+        now (the check before the read and the read decode into the same schema); None when
+        nothing is decoded."""
+        if self.key_format == "bytes" and self.value_format == "bytes":
+            return None
+        from airflow_provider_kafka_spark.hooks.schema_registry import SchemaRegistryHook
+        from airflow_provider_kafka_spark.spark import Subject, decode_kafka
+        from airflow_provider_kafka_spark.spark.formats import frozen_config, resolve_schema
+
+        registry = None
+        if self.schema_registry_conn_id is not None:
+            registry = SchemaRegistryHook(self.schema_registry_conn_id).get_config()
+        topics = sorted({r.topic for r in ranges})
+        schemas = {}
+        for field, fmt, schema in (("key", self.key_format, self.key_schema),
+                                   ("value", self.value_format, self.value_schema)):
+            if schema is None and fmt in REGISTRY_FORMATS:
+                if len(topics) != 1:
+                    raise bad_argument(self.task_id, f"{field}_schema", None,
+                                       f"the ranges cover {len(topics)} topics {topics}; pass "
+                                       f"the reader schema, e.g. Subject('<subject>')",
+                                       problem="is missing")
+                schema = Subject(f"{topics[0]}-{field}")
+            if isinstance(schema, Subject) and schema.version == "latest" and \
+                    fmt in REGISTRY_FORMATS:
+                resolved = resolve_schema(frozen_config(registry, f"{field}_format"), fmt,
+                                          schema)
+                schema = Subject(schema.name, resolved.version or "latest")
+            schemas[field] = schema
+        options = {"key_format": self.key_format, "value_format": self.value_format,
+                   "key_schema": schemas["key"], "value_schema": schemas["value"],
+                   "schema_registry": registry, "on_corrupt": "dead_letter"}
+        return lambda df: decode_kafka(df, **options)
+
+    def _split(self, marked: DataFrame) -> tuple[DataFrame, DataFrame | None, dict[str, int]]:
+        """(decoded records, dead letters or None, counts) of ``marked`` (``decode_kafka``'s
+        ``dead_letter`` output), after applying ``on_corrupt``."""
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        from airflow_provider_kafka_spark.spark import KafkaReadError, kafka_errors
+
+        marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
+        bad = F.col("decode_error").isNotNull()
+        with kafka_errors():
+            counts = marked.agg(F.count_if(~bad).alias("good"), F.count_if(bad).alias("bad"))\
+                .first()
+        good, corrupt = int(counts["good"]), int(counts["bad"])
+        if corrupt and self.on_corrupt == "fail":
+            first = marked.where(bad).orderBy("topic", "partition", "offset").first()
+            raise KafkaReadError(
+                f"{self.task_id}: {corrupt} record(s) could not be decoded; the first is "
+                f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
+                f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
+                "schema, or pass on_corrupt='skip' or 'dead_letter'.")
+        dead_letters = None
+        if corrupt and self.on_corrupt == "dead_letter":
+            kept = [c for c in ("topic", "partition", "offset", "timestamp", "headers")
+                    if c in marked.columns]
+            dead_letters = marked.where(bad).select(
+                F.col("raw_key").alias("key"), F.col("raw_value").alias("value"), *kept,
+                F.col("decode_error").alias("error"))
+        return _good(marked), dead_letters, {
+            "decoded": good, "skipped": corrupt if self.on_corrupt == "skip" else 0,
+            "dead_lettered": corrupt if dead_letters is not None else 0}
+
     def _transformed(self, spark: SparkSession, records: DataFrame, *,
                      checking: bool) -> DataFrame:
         """``records`` through ``transform`` or ``sql``. With ``checking`` (``records`` is
@@ -511,6 +668,15 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                 f"several statements) over the view '{SQL_VIEW}', whose columns are {columns}. "
                 f"Spark said: {error_line(exc)}. Nothing was read or written",
                 problem=problem) from exc
+
+
+def _good(marked: DataFrame) -> DataFrame:
+    """The decodable records of ``decode_kafka``'s ``dead_letter`` output, without its
+    dead-letter columns."""
+    from pyspark.sql import functions as F
+
+    return marked.where(F.col("decode_error").isNull()).drop("raw_key", "raw_value",
+                                                             "decode_error")
 
 
 def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:

@@ -22,7 +22,7 @@ class Sink(ABC):
     (driver-side setup and commit around the tasks' write)::
 
         sink.prepare(spark, shaped)   # on the driver, before anything is read
-        sink.write(df)                # the Spark job
+        sink.write(df, dead_letters)  # the Spark job (dead_letters: undecodable records or None)
         sink.commit(manifest)         # on the driver: make the write visible
         sink.abort()                  # instead of commit, after any failure
 
@@ -31,7 +31,10 @@ class Sink(ABC):
       raises :class:`ConfigurationError` before anything is read or written. It may set up
       private state (the file sink's staging folder), never visible output.
     * :meth:`write` runs the Spark job and returns the JSON-ready description of the output
-      (:meth:`describe` plus what the write reports).
+      (:meth:`describe` plus what the write reports). ``dead_letters`` (the records that
+      could not be decoded: ``key``, ``value`` as read, ``topic``, ``partition``, ``offset``,
+      ``timestamp``, ``headers``, ``error``) go to the sink's dead-letter output, published
+      and committed together with the output.
     * :meth:`commit` publishes the write with the run's ``manifest`` (ranges and statistics).
     * :meth:`abort` undoes what :meth:`prepare` and :meth:`write` left behind, as far as the
       sink can; it never raises (it runs while another exception propagates).
@@ -47,8 +50,9 @@ class Sink(ABC):
         """Checks before the read; ``shaped`` has the output's schema and no rows."""
 
     @abstractmethod
-    def write(self, df: DataFrame) -> dict[str, Any]:
-        """Write ``df``; return :meth:`describe` completed with the write's results."""
+    def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
+        """Write ``df`` (and ``dead_letters``); return :meth:`describe` completed with the
+        write's results."""
 
     def commit(self, manifest: Mapping[str, Any]) -> None:  # noqa: B027
         """Make the write visible, with the run's manifest."""

@@ -98,6 +98,9 @@ log = logging.getLogger(__name__)
 MANIFEST_NAME = "_kafka_spark_manifest.json"
 """The manifest file in each output folder; Spark's readers skip names starting with ``_``."""
 STAGING_MARK = "._kafka_spark_staging-"
+DEAD_LETTER_FOLDER = "_dead_letter"
+"""The folder of undecodable records inside an output folder (Parquet; skipped by readers of
+the output, like every name starting with ``_``)."""
 """``.<name>`` + this + ``<token>``: the folder an attempt writes before the swap."""
 PREVIOUS_MARK = "._kafka_spark_previous-"
 """``.<name>`` + this + ``<token>``: where the previous output waits during the swap."""
@@ -253,14 +256,21 @@ class FileSink(Sink):
                 "and that the folder's parent can be written. Nothing was read or written."
             ) from exc
 
-    def write(self, df: DataFrame) -> dict[str, Any]:
-        """Write ``df`` into the staging folder; ``path`` is untouched."""
+    def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
+        """Write ``df`` into the staging folder, and ``dead_letters`` (as Parquet) into its
+        ``_dead_letter`` folder, published with it; ``path`` is untouched."""
         from airflow_provider_kafka_spark.spark import kafka_errors
 
         self._require_prepared("write")
         with kafka_errors():
             self._writer(df).save(self._writes_to)
-        return self.describe()
+            if dead_letters is not None:
+                dead_letters.write.mode("errorifexists").parquet(
+                    f"{self._writes_to.rstrip('/')}/{DEAD_LETTER_FOLDER}")
+        if dead_letters is None:
+            return self.describe()
+        return {**self.describe(), "dead_letter": {
+            "path": f"{self.path.rstrip('/')}/{DEAD_LETTER_FOLDER}", "format": "parquet"}}
 
     def commit(self, manifest: Mapping[str, Any]) -> None:
         """Write ``manifest`` into the staging folder and swap the folder in for ``path``.

@@ -35,12 +35,18 @@ class KafkaSink(Sink):
     :param records_as_read: the DataFrame comes straight from ``read_kafka``: keep only
         ``key``, ``value``, ``headers`` and ``timestamp`` (its ``topic`` and ``partition``
         columns would send each record back to where it was read).
+    :param dead_letter_topic: where undecodable records go, written by the same
+        ``write_kafka`` call as the output (with ``exactly_once``: the same write id and
+        ledger, so a re-run writes each record once in one of the two topics): the record's
+        key, value, timestamp and headers as read, plus the headers ``kafka_spark.error``,
+        ``kafka_spark.topic``, ``kafka_spark.partition``, ``kafka_spark.offset`` and
+        ``kafka_spark.timestamp`` (epoch milliseconds).
     """
 
     def __init__(self, kafka_config: KafkaConfig, topic: str, *,
                  delivery_guarantee: str = "exactly_once",
                  transactional_id_prefix: str | None = None, write_id: str | None = None,
-                 records_as_read: bool = False) -> None:
+                 records_as_read: bool = False, dead_letter_topic: str | None = None) -> None:
         if not isinstance(topic, str) or not topic.strip():
             raise ConfigurationError(f"KafkaSink: topic={topic!r} is not valid; pass the name of "
                                      "the topic to write to.")
@@ -50,6 +56,7 @@ class KafkaSink(Sink):
         self.transactional_id_prefix = transactional_id_prefix
         self.write_id = write_id
         self.records_as_read = records_as_read
+        self.dead_letter_topic = dead_letter_topic
 
     def describe(self) -> dict[str, Any]:
         """``{"topic", "delivery_guarantee", "write_id", "records_written": 0,
@@ -78,23 +85,64 @@ class KafkaSink(Sink):
                 "or written."
             )
 
-    def write(self, df: DataFrame) -> dict[str, Any]:
-        """``write_kafka``; returns :meth:`describe` with ``records_written`` and
-        ``skipped_tasks``."""
+    def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
+        """``write_kafka`` (one call for the output and the dead letters); returns
+        :meth:`describe` with ``records_written`` and ``skipped_tasks``."""
         from airflow_provider_kafka_spark.spark import kafka_errors
         from airflow_provider_kafka_spark.spark.write import write_kafka
 
         config = self._kafka_config() if callable(self._kafka_config) else self._kafka_config
+        records, topic = self._selected(df), self.topic
+        if dead_letters is not None:
+            if self.dead_letter_topic is None:
+                raise ConfigurationError("KafkaSink: undecodable records to dead-letter but no "
+                                         "dead_letter_topic; pass one.")
+            records = _with_topic(records, self.topic).unionByName(
+                _dead_letter_records(dead_letters, self.dead_letter_topic),
+                allowMissingColumns=True)
+            topic = None
         with kafka_errors():
             result = write_kafka(
-                self._selected(df), config, topic=self.topic,
+                records, config, topic=topic,
                 delivery_guarantee=self.delivery_guarantee,
                 transactional_id_prefix=self.transactional_id_prefix, write_id=self.write_id,
             )
-        return {**self.describe(), "records_written": result.records_written,
-                "skipped_tasks": list(result.skipped_tasks)}
+        described = {**self.describe(), "records_written": result.records_written,
+                     "skipped_tasks": list(result.skipped_tasks)}
+        if dead_letters is not None:
+            described["dead_letter"] = {"topic": self.dead_letter_topic}
+        return described
 
     def _selected(self, df: DataFrame) -> DataFrame:
         if not self.records_as_read:
             return df
         return df.select(*[c for c in RECORD_COLUMNS if c in df.columns])
+
+
+def _with_topic(df: DataFrame, topic: str) -> DataFrame:
+    """The output rows with a ``topic`` column; string keys and values as UTF-8 bytes (what
+    ``write_kafka`` writes for them), so that they union with the dead letters' bytes."""
+    from pyspark.sql import functions as F
+
+    columns = [F.col(c).cast("binary").alias(c) if c in ("key", "value") else F.col(c)
+               for c in df.columns if c != "topic"]
+    return df.select(*columns, F.lit(topic).alias("topic"))
+
+
+def _dead_letter_records(dead_letters: DataFrame, topic: str) -> DataFrame:
+    """Undecodable records as ``write_kafka`` rows for the dead-letter ``topic``."""
+    from pyspark.sql import functions as F
+
+    def header(name: str, value: Any) -> Any:
+        return F.struct(F.lit(f"kafka_spark.{name}").alias("key"),
+                        value.cast("string").cast("binary").alias("value"))
+
+    added = F.array(
+        header("error", F.col("error")), header("topic", F.col("topic")),
+        header("partition", F.col("partition")), header("offset", F.col("offset")),
+        header("timestamp", F.unix_millis(F.col("timestamp"))))
+    headers = F.concat(F.coalesce(F.col("headers"), F.array().cast(
+        "array<struct<key:string,value:binary>>")), added) \
+        if "headers" in dead_letters.columns else added
+    return dead_letters.select(F.col("key"), F.col("value"), headers.alias("headers"),
+                               F.col("timestamp"), F.lit(topic).alias("topic"))

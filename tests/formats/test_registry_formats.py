@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import json
-import uuid
 from typing import Any
 
 import pytest
@@ -32,7 +31,7 @@ from airflow_provider_kafka_spark.spark import (
 )
 from airflow_provider_kafka_spark.spark.formats import Subject
 from airflow_provider_kafka_spark.spark.formats import protobuf as proto_types
-from tests.formats.conftest import produce
+from tests.kafka_data import produce, read_committed
 from tools.local_registry import local_registry
 
 pytestmark = [pytest.mark.formats, pytest.mark.integration, pytest.mark.spark]
@@ -76,26 +75,6 @@ def _plain(row: Any) -> Any:
     return row
 
 
-def _consume_raw(kafka_config: dict[str, Any], topic: str, n: int) -> list[Any]:
-    """``n`` records of ``topic`` read by a plain read_committed consumer."""
-    consumer = Consumer({**kafka_config, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                         "isolation.level": "read_committed"})
-    consumer.subscribe([topic])
-    found: list[Any] = []
-    try:
-        for _ in range(300):
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                found.append(msg)
-            if len(found) >= n:
-                break
-    finally:
-        consumer.close()
-    assert len(found) == n
-    return found
-
-
 @pytest.mark.parametrize("fmt", ["avro", "protobuf", "json_schema"])
 def test_a_round_trip_writes_every_row_once_and_reads_it_back_identically(
         spark: Any, kafka_config: dict[str, Any], new_topic: Any, schema_registry: dict[str, Any],
@@ -123,7 +102,7 @@ def test_a_round_trip_writes_every_row_once_and_reads_it_back_identically(
 
     # confluent-kafka's stock deserializer reads what we wrote.
     ctx = SerializationContext(topic, MessageField.VALUE)
-    raw = _consume_raw(kafka_config, topic, 6)
+    raw = read_committed(kafka_config, topic, 6)
     if fmt == "avro":
         stock = [AvroDeserializer(client)(m.value(), ctx) for m in raw]
     elif fmt == "json_schema":
@@ -163,10 +142,10 @@ def test_records_of_older_schemas_decode_into_the_latest_or_a_pinned_reader_sche
         {"name": "country", "type": "string", "default": "NL"}]})
     ctx = SerializationContext(topic, MessageField.VALUE)
     old = AvroSerializer(client, v1)
-    produce(kafka_config, topic, [(0, None, old({"id": 1, "note": "first"}, ctx)),
-                                  (0, None, old({"id": 2, "note": None}, ctx))])
+    produce(kafka_config, topic, [(0, None, old({"id": 1, "note": "first"}, ctx), 0),
+                                  (0, None, old({"id": 2, "note": None}, ctx), 0)])
     new = AvroSerializer(client, v2)
-    produce(kafka_config, topic, [(0, None, new({"id": 3, "country": "BE"}, ctx))])
+    produce(kafka_config, topic, [(0, None, new({"id": 3, "country": "BE"}, ctx), 0)])
     assert client.get_versions(subject) == [1, 2]
 
     latest = _read(spark, kafka_config, topic, value_format="avro",
@@ -190,7 +169,7 @@ def test_schema_ids_in_headers_round_trip(spark: Any, kafka_config: dict[str, An
                 value_format="avro", schema_registry=schema_registry,
                 schema_id_location="headers", delivery_guarantee="at_least_once")
 
-    raw = _consume_raw(kafka_config, topic, 4)
+    raw = read_committed(kafka_config, topic, 4)
     assert all(dict(m.headers())["__value_schema_id"][:1] == b"\x01" for m in raw)  # a GUID
     assert all(m.value()[:1] != b"\x00" for m in raw)  # no id in the payload
     decoded = _read(spark, kafka_config, topic, value_format="avro",
@@ -209,7 +188,7 @@ def _undecodable(kafka_config: dict[str, Any], schema_registry: dict[str, Any],
     good = [serializer({"id": i, "name": f"n{i}"}, ctx) for i in (0, 1, 3)]
     unknown = b"\x00" + (987654).to_bytes(4, "big") + good[0][5:]
     values = {0: good[0], 1: good[1], 2: unknown, 3: good[2], 4: b"plain text"}
-    produce(kafka_config, topic, [(0, None, values[o]) for o in range(5)])
+    produce(kafka_config, topic, [(0, None, values[o], 0) for o in range(5)])
     return values
 
 
