@@ -206,6 +206,8 @@ def test_the_example_dag_ingests_an_hour_of_avro_with_its_dead_letters(
 
 def test_a_registry_connection_becomes_the_client_config(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk._shared.secrets_masker.secrets_masker import redact
+
     from airflow_provider_kafka_spark.hooks.schema_registry import SchemaRegistryHook
 
     monkeypatch.setenv("AIRFLOW_CONN_SR_SECURED", json.dumps(
@@ -213,12 +215,14 @@ def test_a_registry_connection_becomes_the_client_config(
          "login": "svc", "password": "s3cret", "extra": {"ssl.ca.location": "/ca.pem"}}))
     monkeypatch.setenv("AIRFLOW_CONN_SR_BEARER", json.dumps(
         {"conn_type": "http", "host": "http://registry", "extra": {
-            "bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": "tok",
+            "bearer.auth.credentials.source": "STATIC_TOKEN", "bearer.auth.token": "tok-9f8e7d",
             "bearer.auth.logical.cluster": "lsrc-1", "bearer.auth.identity.pool.id": "pool"}}))
     assert SchemaRegistryHook("sr_secured").get_config() == {
         "url": "https://registry.example:8443", "basic.auth.user.info": "svc:s3cret",
         "ssl.ca.location": "/ca.pem"}
     assert SchemaRegistryHook("sr_bearer").get_config()["url"] == "http://registry"
+    for secret in ("s3cret", "svc:s3cret", "tok-9f8e7d"):
+        assert secret not in str(redact(f"the secret is {secret}"))
     monkeypatch.setenv("AIRFLOW_CONN_SR_NO_HOST", json.dumps({"conn_type": "http"}))
     with pytest.raises(ConfigurationError, match="'sr_no_host' has no host"):
         SchemaRegistryHook("sr_no_host").get_config()
