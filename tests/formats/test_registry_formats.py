@@ -307,3 +307,31 @@ def _end_offsets(kafka_config: dict[str, Any], topic: str) -> int:
     finally:
         consumer.close()
     return int(high)
+
+
+def test_subject_strategies_and_a_schema_that_must_already_be_registered(
+        spark: Any, kafka_config: dict[str, Any], new_topic: Any,
+        schema_registry: dict[str, Any]) -> None:
+    topic = new_topic(partitions=1)
+    client = SchemaRegistryClient(schema_registry)
+    schema = json.dumps({"type": "record", "name": "Event", "namespace": f"ns{topic[2:]}",
+                         "fields": [{"name": "id", "type": "long"}]})
+    df = spark.createDataFrame([(1,), (2,)], "id long").select(F.struct("*").alias("value"))
+    record = f"ns{topic[2:]}.Event"
+
+    def write(**options: Any) -> Any:
+        return write_kafka(df, kafka_config, topic=topic, value_format="avro",
+                           value_schema=schema, schema_registry=schema_registry,
+                           delivery_guarantee="at_least_once", **options)
+
+    with pytest.raises(SchemaRegistryError, match=rf"'{record}' \(auto_register_schemas=False\)"
+                                                  r".*HTTP 404"):
+        write(subject_name_strategy="record", auto_register_schemas=False)
+    assert _end_offsets(kafka_config, topic) == 0 and record not in client.get_subjects()
+    write(subject_name_strategy="record")
+    write(subject_name_strategy="topic_record")
+    assert {record, f"{topic}-{record}"} <= set(client.get_subjects())
+    write(subject_name_strategy="record", auto_register_schemas=False)  # now it is registered
+    decoded = _read(spark, kafka_config, topic, value_format="avro", value_schema=schema,
+                    schema_registry=schema_registry)
+    assert sorted(_plain(r.value)["id"] for r in decoded.collect()) == [1, 1, 1, 2, 2, 2]
