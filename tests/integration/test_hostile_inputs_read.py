@@ -22,7 +22,13 @@ from airflow_provider_kafka_spark.offsets import (
     PartitionRange,
 )
 from airflow_provider_kafka_spark.offsets.specs import shown
-from airflow_provider_kafka_spark.spark import DecodeError, decode_kafka, read_kafka, summarize
+from airflow_provider_kafka_spark.spark import (
+    DecodeError,
+    Subject,
+    decode_kafka,
+    read_kafka,
+    summarize,
+)
 from airflow_provider_kafka_spark.spark.datasource import read_options
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -158,8 +164,16 @@ def frame(spark: Any, kafka_config: dict[str, Any], records: OffsetRanges) -> An
 
 
 DECODE_CASES: list[tuple[dict[str, Any], str]] = [
-    *[({"key_format": v}, "use one of ('bytes', 'string', 'json')")
-      for v in ("avro", None, ["json"])],
+    *[({"key_format": v}, "use one of ('bytes', 'string', 'json', 'avro', 'protobuf', "
+                          "'json_schema')")
+      for v in ("xml", None, ["json"])],
+    ({"key_format": "avro"}, "key_format='avro' needs key_schema, the reader schema"),
+    ({"value_format": "avro", "value_schema": Subject("orders-value")},
+     "value_format='avro' needs schema_registry={'url'"),
+    ({"value_format": "protobuf", "value_schema": "{}", "schema_registry": {"url": "http://r"}},
+     "a Protobuf schema is a Subject(...) or a generated message class"),
+    ({"value_format": "string", "schema_registry": {"url": "http://r"}},
+     "schema_registry is only used with the formats"),
     *[({"value_format": "json", "value_schema": v}, "a DDL string such as 'id long")
       for v in (5, ["id long"])],
     ({"value_format": "json", "value_schema": "id lon g,"}, "is not a valid DDL schema"),

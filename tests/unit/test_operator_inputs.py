@@ -307,10 +307,13 @@ def test_bool_params_of_a_run_must_be_bools(build: Any, kwargs: dict[str, Any], 
 
 def test_the_copied_choices_match_the_spark_layer() -> None:
     from airflow_provider_kafka_spark.operators import ingest
-    from airflow_provider_kafka_spark.spark import read, transactions
+    from airflow_provider_kafka_spark.spark import decode, formats, read, transactions
 
     assert ingest.ENGINES == read.ENGINES
     assert ingest.DELIVERY_GUARANTEES == transactions.DELIVERY_GUARANTEES
+    assert ingest.DECODE_FORMATS == decode.FORMATS
+    assert ingest.REGISTRY_FORMATS == formats.REGISTRY_FORMATS
+    assert ingest.ON_CORRUPT == decode.ON_CORRUPT
 
 
 DAG_FILE = """
