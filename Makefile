@@ -12,8 +12,12 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The native module (native/, Rust) is built by pip through maturin; a change to it reinstalls.
+$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	@command -v cargo >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || { echo "Rust's cargo \
+	and cmake are needed to build the native Kafka module (native/): rustup.rs, apt-get install cmake"; \
+	exit 1; }
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q -U pip
 	$(VENV)/bin/pip install -q -e '.[dev]'

@@ -184,6 +184,31 @@ def _check_setting(key: str, value: object) -> None:
                                      "would cut the value short; fix the value.")
 
 
+def native_settings(config: Mapping[str, Any]) -> dict[str, str]:
+    """``config`` (from :func:`client_config` or :func:`consumer_config`) as the string
+    settings of the native client (``airflow_provider_kafka_spark._native``); booleans become
+    ``"true"``/``"false"``.
+
+    Raises:
+        ConfigurationError: a callback or Python object (``error_cb``, ``oauth_cb``...): the
+            native reader and writer, which run on Spark executors, take librdkafka's string
+            settings only.
+    """
+    settings: dict[str, str] = {}
+    for key, value in config.items():
+        if isinstance(value, bool):
+            settings[key] = "true" if value else "false"
+        elif isinstance(value, str | int | float):
+            settings[key] = str(value)
+        else:
+            raise ConfigurationError(
+                f"kafka_config[{key!r}] is a {type(value).__name__}: the Spark reader and writer "
+                "take librdkafka's string, number and boolean settings only. Remove it; for "
+                "OAUTHBEARER use sasl.oauthbearer.* settings instead of oauth_cb."
+            )
+    return settings
+
+
 def new_client(factory: Callable[[dict[str, Any]], C], config: dict[str, Any]) -> C:
     """``factory(config)``: an ``AdminClient``, ``Consumer`` or ``Producer`` from a config made
     by :func:`client_config` or :func:`consumer_config`.
@@ -295,11 +320,14 @@ class AuthenticationWatch:
 
     def __init__(self, config: Mapping[str, Any]) -> None:
         self.failure: KafkaError | None = None
-        self._settings = {k: v for k, v in config.items() if k != "error_cb"}
+        self.settings: dict[str, Any] = {k: v for k, v in config.items() if k != "error_cb"}
+        """The config without the watch's ``error_cb`` (for the native client, which reports
+        its ``error_cb`` calls to :meth:`record`)."""
         self._user_callback = config.get("error_cb")
-        self.config: dict[str, Any] = {**config, "error_cb": self._record}
+        self.config: dict[str, Any] = {**config, "error_cb": self.record}
 
-    def _record(self, error: KafkaError) -> None:
+    def record(self, error: KafkaError) -> None:
+        """Note ``error`` (an ``error_cb`` report); call the user's ``error_cb``."""
         if self.failure is None and is_authentication_failure(error):
             self.failure = error
         if self._user_callback is not None:
@@ -309,7 +337,7 @@ class AuthenticationWatch:
         """Raise the recorded failure, if any, as the error of ``what`` (e.g. "resolving
         offsets")."""
         if self.failure is not None:
-            raise authentication_error(self.failure, self._settings, what)
+            raise authentication_error(self.failure, self.settings, what)
 
 
 def authentication_error(error: KafkaError, config: Mapping[str, Any],

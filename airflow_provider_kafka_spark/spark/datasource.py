@@ -2,9 +2,9 @@
 
 Driver side, :class:`KafkaBoundedDataSource` turns the ``ranges`` option into splits
 (:func:`~airflow_provider_kafka_spark.spark.splits.plan_splits`). Executor side,
-:func:`read_split` reads one split with a confluent-kafka ``Consumer`` that is ``assign()``-ed
-at the split's start (never ``subscribe()``) and yields ``pyarrow.RecordBatch`` es in the schema
-of :func:`~airflow_provider_kafka_spark.spark.schema.kafka_schema`.
+:func:`read_split` reads one split with the native reader (librdkafka, ``assign()``-ed at the
+split's start, never ``subscribe()``) and yields ``pyarrow.RecordBatch`` es in the schema of
+:func:`~airflow_provider_kafka_spark.spark.schema.kafka_schema`.
 
 Options (all strings, as Spark passes them):
 
@@ -31,30 +31,29 @@ Options (all strings, as Spark passes them):
 
 from __future__ import annotations
 
-import bisect
 import functools
 import logging
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
+from confluent_kafka import KafkaError
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
+from airflow_provider_kafka_spark._native import SliceReader
 from airflow_provider_kafka_spark.offsets.config import (
     ISOLATION_LEVELS,
     MAX_TIMEOUT,
     AuthenticationWatch,
     check_timeout,
     consumer_config,
+    native_settings,
     new_client,
 )
 from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, DataLossError
@@ -70,12 +69,11 @@ FORMAT_NAME = "kafka_bounded"
 LOST_OFFSETS_OPTION = "lostOffsetsAccumulator"
 KAFKA_OPTION_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT = 60.0
-# Records per Arrow batch handed to Spark, and per consume() call.
+# Records per Arrow batch handed to Spark (at most; a batch ends when the consumer's queue is
+# empty).
 ARROW_BATCH_RECORDS = 20_000
-CONSUME_RECORDS = 5_000
-# The longest single consume() wait; progress is checked between waits.
+# The longest wait for a first record of a batch; progress is checked between waits.
 _CONSUME_WAIT = 0.5
-_ONE_INT32 = pa.scalar(1, pa.int32())
 _DATA_LOSS_CODES = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
 # Errors that cannot heal by waiting: fail the split at once.
 _PERMANENT_CODES = frozenset({
@@ -298,16 +296,22 @@ def read_split(
 ) -> Iterator[pa.RecordBatch]:
     """Read exactly the records of ``split`` (offsets ``[start, stop)``) as Arrow batches.
 
+    The records are consumed and put into Arrow columns by the native reader
+    (:class:`~airflow_provider_kafka_spark._native.SliceReader`, librdkafka), with no Python
+    object per record; this function decides what its events mean.
+
     The split is complete once the consumer's position reaches ``stop``: a record at an offset
     ``>= stop`` arrives (it is dropped) or the end of the partition is reported at or after
     ``stop``. It never waits for a record at ``stop - 1``: transaction markers, aborted records
     (under ``read_committed``) and compaction leave gaps.
 
     Raises:
+        ConfigurationError: librdkafka refused ``kafka_config`` (an unknown key, a bad value).
         DataLossError: offsets of the split were deleted (``OFFSET_OUT_OF_RANGE``) and
             ``on_data_loss="fail"``. With ``"skip"`` the reader logs a warning, counts the lost
             offsets, calls ``on_skip`` with the split's count so far, and continues at the log
             start offset.
+        KafkaAuthenticationError: librdkafka reported an authentication failure.
         KafkaReadError: no progress for ``poll_timeout`` seconds (broker down, an open
             transaction holding the last stable offset below ``stop``), or a permanent error.
     """
@@ -316,29 +320,25 @@ def read_split(
         return
     schema = arrow_schema or to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
     watch = AuthenticationWatch(consumer_config(kafka_config, isolation_level=isolation_level))
-    consumer = new_client(Consumer, watch.config)
+    settings = native_settings(watch.settings)
+    reader = new_client(lambda _: SliceReader(settings, split.topic, split.partition,
+                                              split.start, split.stop, schema), watch.settings)
     try:
-        consumer.assign([TopicPartition(split.topic, split.partition, split.start)])
-        yield from _SplitReader(
-            consumer, split, schema, include_headers, on_data_loss, poll_seconds, isolation_level,
-            on_skip, watch,
-        ).batches()
+        yield from _SplitReader(reader, split, on_data_loss, poll_seconds, isolation_level,
+                                on_skip, watch).batches()
     finally:
-        consumer.close()
+        reader.close()
 
 
 class _SplitReader:
-    """The consume loop of one split; owns the position bookkeeping."""
+    """The position bookkeeping of one split over the native reader's fills."""
 
-    def __init__(self, consumer: Consumer, split: PartitionRange, schema: pa.Schema,
-                 include_headers: bool, on_data_loss: str, poll_timeout: float,
-                 isolation_level: str, on_skip: Callable[[int], None] | None,
-                 watch: AuthenticationWatch) -> None:
-        self.consumer = consumer
+    def __init__(self, reader: SliceReader, split: PartitionRange, on_data_loss: str,
+                 poll_timeout: float, isolation_level: str,
+                 on_skip: Callable[[int], None] | None, watch: AuthenticationWatch) -> None:
+        self.reader = reader
         self.watch = watch
         self.split = split
-        self.schema = schema
-        self.include_headers = include_headers
         self.on_data_loss = on_data_loss
         self.poll_timeout = poll_timeout
         self.isolation_level = isolation_level
@@ -347,104 +347,42 @@ class _SplitReader:
         self.end_of_log: int | None = None  # last end-of-partition offset seen below stop
         self.last_error: KafkaError | None = None
         self.skipped = 0
-        self._topic = pa.scalar(split.topic, pa.string())
-        self._partition = pa.scalar(split.partition, pa.int32())
-        self._timestamp_type = schema.field("timestamp").type
-        self._headers_type = schema.field("headers").type if include_headers else None
-        self._reset_columns()
-
-    def _reset_columns(self) -> None:
-        self.keys: list[bytes | None] = []
-        self.values: list[bytes | None] = []
-        self.offsets: list[int] = []
-        self.timestamps: list[tuple[int, int]] = []  # librdkafka (type, epoch millis)
-        self.headers: list[Any] = []
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         stop = self.split.stop
         last_progress = time.monotonic()
         while self.position < stop:
             before = self.position
-            # Ask for no more than the offsets left, so a small range returns at once.
-            messages = self.consumer.consume(min(CONSUME_RECORDS, stop - self.position),
-                                             _CONSUME_WAIT)
-            self._take(messages)
-            if len(self.offsets) >= ARROW_BATCH_RECORDS:
-                yield self._batch()
+            batch, next_offset, event = self.reader.fill(ARROW_BATCH_RECORDS, _CONSUME_WAIT)
+            if batch is not None:
+                yield batch
+            self.position = max(self.position, next_offset)
+            if event is not None:
+                code, reason, offset = event
+                self._event(KafkaError(code, reason), offset)
+            for code, reason in self.reader.take_errors():
+                self.watch.record(KafkaError(code, reason))
             if self.position > before:
                 last_progress = time.monotonic()
-            elif self.watch.failure is not None:  # reported during consume(), at once
-                self.watch.check(f"reading {self.split.topic}/{self.split.partition} "
-                                 f"[{self.split.start}, {self.split.stop})")
+            elif self.watch.failure is not None:  # reported through error_cb, at once
+                self.watch.check(f"reading {self._where()}")
             elif time.monotonic() - last_progress > self.poll_timeout:
                 raise KafkaReadError(self._stalled_message())
-        if self.offsets:
-            yield self._batch()
         if self.skipped:
             log.warning("%s/%d: skipped %d deleted offset(s) (on_data_loss='skip').",
                         self.split.topic, self.split.partition, self.skipped)
 
-    def _take(self, messages: list[Message]) -> None:
-        """Append the records below ``stop``; advance ``position``; handle events.
-
-        The hot path of the Python engine. A batch of plain records (the usual case) is
-        taken column by column with ``map`` over the C methods, with no Python loop per
-        record; a batch holding an event (end of partition, error) goes record by record.
-        """
-        if not messages:
-            return
-        # any(): KafkaError objects are truthy, and comparing them with None raises.
-        if any(map(Message.error, messages)):
-            self._take_one_by_one(messages)
-            return
-        offsets: list[int] = list(map(Message.offset, messages))  # type: ignore[arg-type]
-        stop = self.split.stop
-        if offsets[-1] >= stop:  # offsets only grow: cut at the first one >= stop
-            keep = bisect.bisect_left(offsets, stop)
-            messages, offsets = messages[:keep], offsets[:keep]
-            self.position = stop
-        else:
-            self.position = offsets[-1] + 1
-        self.offsets.extend(offsets)
-        self.keys.extend(map(Message.key, messages))
-        self.values.extend(map(Message.value, messages))
-        self.timestamps.extend(map(Message.timestamp, messages))
-        if self.include_headers:
-            self.headers.extend(map(Message.headers, messages))  # None without headers
-
-    def _take_one_by_one(self, messages: list[Message]) -> None:
-        stop = self.split.stop
-        for message in messages:
-            error = message.error()
-            if error is None:
-                offset: int = message.offset()  # type: ignore[assignment]  # set on records
-                if offset >= stop:
-                    self.position = stop
-                    return
-                self.offsets.append(offset)
-                self.keys.append(message.key())
-                self.values.append(message.value())
-                self.timestamps.append(message.timestamp())
-                if self.include_headers:
-                    self.headers.append(message.headers())
-                self.position = offset + 1
-                continue
-            self._event(error, message)
-            if self.position >= stop:
-                return
-
-    def _event(self, error: KafkaError, message: Message) -> None:
+    def _event(self, error: KafkaError, offset: int) -> None:
         """Handle a consumer event: end of partition, data loss, or an error."""
         stop = self.split.stop
         if error.code() == KafkaError._PARTITION_EOF:
-            end: int = message.offset()  # type: ignore[assignment]  # set on EOF events
-            if end >= stop:
+            if offset >= stop:
                 self.position = stop
                 return
             # Skipped markers or aborted records count as progress; the end of the
             # readable log below stop does not.
-            self.position = max(self.position, end)
-            self.end_of_log = end
+            self.position = max(self.position, offset)
+            self.end_of_log = offset
         elif error.code() in _DATA_LOSS_CODES:
             self._data_lost(error)
         elif error.fatal() or error.code() in _PERMANENT_CODES:
@@ -457,8 +395,7 @@ class _SplitReader:
             self.last_error = error
 
     def _data_lost(self, error: KafkaError) -> None:
-        tp = TopicPartition(self.split.topic, self.split.partition)
-        low, _high = self.consumer.get_watermark_offsets(tp, timeout=10.0, cached=False)
+        low, _high = self.reader.watermarks(10.0)
         lost = max(min(low, self.split.stop) - self.position, 0)
         detail = (f"{self._where()}: offsets {self.position}..{min(low, self.split.stop) - 1} "
                   f"were deleted while the range was being read (log start offset is now {low})")
@@ -476,32 +413,7 @@ class _SplitReader:
             self.on_skip(self.skipped)
         self.position = max(self.position, low)
         if self.position < self.split.stop:
-            self.consumer.assign([TopicPartition(tp.topic, tp.partition, self.position)])
-
-    def _batch(self) -> pa.RecordBatch:
-        """The collected columns as one batch, built directly in the schema's types (no cast)."""
-        n = len(self.offsets)
-        kinds = list(map(itemgetter(0), self.timestamps))
-        millis = list(map(itemgetter(1), self.timestamps))
-        # Epoch millis -> micros; the int64 values are the timestamp's storage, so view, not cast.
-        timestamps = pc.multiply(pa.array(millis, pa.int64()), 1000).view(self._timestamp_type)
-        # librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime -> Java ids -1, 0, 1.
-        timestamp_types = pc.subtract(pa.array(kinds, pa.int32()), _ONE_INT32)
-        arrays = [
-            pa.array(self.keys, pa.binary()),
-            pa.array(self.values, pa.binary()),
-            pa.repeat(self._topic, n),
-            pa.repeat(self._partition, n),
-            pa.array(self.offsets, pa.int64()),
-            timestamps,
-            timestamp_types,
-        ]
-        if self.include_headers:
-            # Records without headers give None; a batch of only those is one null array.
-            arrays.append(pa.nulls(n, self._headers_type) if self.headers.count(None) == n
-                          else pa.array(self.headers, self._headers_type))
-        self._reset_columns()
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+            self.reader.assign(self.position)
 
     def _where(self) -> str:
         return f"{self.split.topic}/{self.split.partition} [{self.split.start}, {self.split.stop})"

@@ -22,17 +22,18 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import Any, Literal
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException
 
-from airflow_provider_kafka_spark.offsets.config import client_config
+from airflow_provider_kafka_spark._native import BatchProducer
+from airflow_provider_kafka_spark.offsets.config import client_config, native_settings
+from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
 from airflow_provider_kafka_spark.spark.ledger import (
     LedgerEntry,
@@ -143,8 +144,20 @@ def check_producer_config(
     """
     config = producer_config(kafka_config, guarantee, transactional_id=transactional_id,
                              transaction_timeout_ms=transaction_timeout_ms)
+    _new_producer(config, guarantee)
+
+
+def _new_producer(config: Mapping[str, Any], guarantee: DeliveryGuarantee) -> BatchProducer:
+    """The native producer of ``config`` (:func:`producer_config` of ``guarantee``); delivery
+    reports are counted for ``at_least_once``.
+
+    Raises:
+        WriteConfigError: a setting librdkafka refuses, or a Python object in the config.
+    """
     try:
-        producer = Producer(config)
+        return BatchProducer(native_settings(config), guarantee == "at_least_once")
+    except ConfigurationError as exc:
+        raise WriteConfigError(f"{exc} Nothing was written.") from None
     except KafkaException as exc:
         # librdkafka's messages name the property, never its value.
         raise WriteConfigError(
@@ -152,7 +165,6 @@ def check_producer_config(
             f"{guarantee!r}: {exc.args[0].str()}. Fix or remove that setting (see librdkafka's "
             "CONFIGURATION.md). Nothing was written."
         ) from None
-    del producer
 
 
 def transactional_id(prefix: str, write_id: str, index: int) -> str:
@@ -215,35 +227,28 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
     if plan.guarantee == "exactly_once":
         return _write_exactly_once(plan, index, batches)
     config = producer_config(plan.kafka_config, plan.guarantee)
-    producer = Producer(config)
-    failures: list[KafkaError] = []
-    failed_at: list[tuple[str, int]] = []
-
-    def on_delivery(err: KafkaError | None, msg: Any) -> None:
-        if err is not None:
-            failures.append(err)
-            failed_at.append((msg.topic(), msg.partition()))
-
-    check = on_delivery if plan.guarantee == "at_least_once" else None
+    producer = _new_producer(config, plan.guarantee)
     try:
-        records, topics = _produce_batches(producer, batches, plan.topic, check, index)
+        records, topics = _produce_batches(producer, batches, plan.topic, index)
     except KafkaException as exc:
         raise DeliveryError(
             f"task {index}: could not produce a record: {exc.args[0].str()}. "
             f"{_remedy(exc.args[0])}"
         ) from None
     _flush(producer, config, index, records)
-    if failures:
-        topic, partition = failed_at[0]
+    failed, first = producer.delivery_failures()
+    if failed:
+        code, reason, topic, partition = first or (KafkaError._FAIL, "", "?", -1)
+        error = KafkaError(code, reason)
         raise DeliveryError(
-            f"task {index}: {len(failures)} of {records} records were not delivered; first "
-            f"failure on {topic}[{partition}]: {failures[0].str()}. {_remedy(failures[0])} "
+            f"task {index}: {failed} of {records} records were not delivered; first "
+            f"failure on {topic}[{partition}]: {error.str()}. {_remedy(error)} "
             "The task fails so that Spark's retry (or a re-run) writes the partition again."
         )
     return TaskOutcome(index, records, False, tuple(sorted(topics)))
 
 
-def _flush(producer: Producer, config: Mapping[str, Any], index: int, records: int) -> None:
+def _flush(producer: BatchProducer, config: Mapping[str, Any], index: int, records: int) -> None:
     """Wait until every record is acknowledged or failed: at most the producer ``config``'s
     ``message.timeout.ms`` (after which librdkafka fails a record) plus ``FLUSH_GRACE_S``.
 
@@ -270,92 +275,90 @@ def _flush(producer: Producer, config: Mapping[str, Any], index: int, records: i
 
 
 def _produce_batches(
-    producer: Producer,
+    producer: BatchProducer,
     batches: Iterable[pa.RecordBatch],
     topic: str | None,
-    on_delivery: Callable[[KafkaError | None, Any], None] | None,
     index: int,
 ) -> tuple[int, set[str]]:
-    """Produce every row of task ``index``; return the row count and the topics written to.
+    """Produce every row of task ``index`` (the native producer, no Python object per row);
+    return the row count and the topics written to.
 
     Raises:
         WriteConfigError: a row has a null ``topic``, a negative ``partition`` or a header with
             a null key. The driver's pre-pass finds these before anything is written; this is
             the task's own check (e.g. :func:`write_partition` called without the driver).
-        DeliveryError: ``produce()`` refused a record (unknown topic or partition, too large).
+        DeliveryError: librdkafka refused a record (unknown topic or partition, too large).
+        KafkaException: any other error of the producer (fenced, a transaction state).
     """
     records = 0
     topics: set[str] = set()
-    produce = producer.produce
     for batch in batches:
-        n = batch.num_rows
-        if n == 0:
+        if batch.num_rows == 0:
             continue
-        names = batch.schema.names
-        values = batch.column("value").to_pylist()
-        keys: Iterable[Any] = batch.column("key").to_pylist() if "key" in names else repeat(None)
-        row_topics: Iterable[str]
+        producible = _producible(batch, index)
         if topic is not None:
-            row_topics = repeat(topic)
             topics.add(topic)
         else:
-            column = batch.column("topic")
-            if column.null_count:
-                raise WriteConfigError(
-                    f"task {index}: column 'topic' is null in {column.null_count} "
-                    f"{_rows(column.null_count)}: every row needs a topic. Fill the column or "
-                    "pass topic=."
-                )
-            row_topics = column.to_pylist()
-            topics.update(row_topics)
-        partitions: Iterable[int] = repeat(-1)
-        if "partition" in names:
-            column = batch.column("partition")
-            lowest = pc.min(column).as_py()
-            if lowest is not None and lowest < 0:
-                raise WriteConfigError(
-                    f"task {index}: column 'partition' holds {lowest}: a partition number must "
-                    "be >= 0 (null lets the partitioner choose). Fix the column."
-                )
-            partitions = [-1 if p is None else p for p in column.to_pylist()]
-        timestamps: Iterable[int] = repeat(0)
-        if "timestamp" in names:
-            micros = batch.column("timestamp").cast(pa.int64()).to_pylist()
-            timestamps = [0 if t is None else t // 1000 for t in micros]
-        headers: Iterable[Any] = repeat(None)
-        if "headers" in names:
-            headers = [None if h is None else _headers(h, index)
-                       for h in batch.column("headers").to_pylist()]
-        for row in zip(row_topics, values, keys, partitions, timestamps, headers, strict=False):
-            t, v, k, p, ts, h = row
-            while True:
-                try:
-                    produce(t, v, k, p, on_delivery=on_delivery, timestamp=ts, headers=h)
-                    break
-                except BufferError:
-                    producer.poll(0.05)
-                except KafkaException as exc:
-                    if exc.args[0].code() not in _RECORD_CODES:
-                        raise
-                    where = f"{t}[{p}]" if p >= 0 else repr(t)
-                    raise DeliveryError(
-                        f"task {index}: could not produce a record to {where}: "
-                        f"{exc.args[0].str()}. {_remedy(exc.args[0])}"
-                    ) from None
-        records += n
-        producer.poll(0)
+            topics.update(pc.unique(producible.column("topic")).to_pylist())
+        try:
+            records += producer.produce_batch(producible, topic)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() not in _RECORD_CODES or len(exc.args) < 2:
+                raise
+            row = exc.args[1]
+            target = topic if topic is not None else producible.column("topic")[row].as_py()
+            partition = (producible.column("partition")[row].as_py()
+                         if "partition" in producible.schema.names else None)
+            where = f"{target}[{partition}]" if partition is not None else repr(target)
+            raise DeliveryError(
+                f"task {index}: could not produce a record to {where}: "
+                f"{error.str()}. {_remedy(error)}"
+            ) from None
     return records, topics
 
 
-def _headers(entries: list[dict[str, Any] | None], index: int) -> list[tuple[str, Any]]:
-    """A row's headers as ``(key, value)`` pairs; a null key is refused, not written as 'None'."""
-    if any(e is None or e["key"] is None for e in entries):
+# The column types the native producer takes (spark/transactions.py brings batches to them).
+_PRODUCE_TYPES = {"key": pa.binary(), "value": pa.binary(), "topic": pa.string(),
+                  "partition": pa.int32(), "timestamp": pa.int64()}
+
+
+def _producible(batch: pa.RecordBatch, index: int) -> pa.RecordBatch:
+    """The batch's columns to produce, checked and in the native producer's types.
+
+    Raises:
+        WriteConfigError: a null ``topic``, a negative ``partition``, a header with a null key.
+    """
+    names = batch.schema.names
+    columns: dict[str, pa.Array] = {}
+    for name, wanted in _PRODUCE_TYPES.items():
+        if name in names:
+            column = batch.column(name)
+            columns[name] = column if column.type == wanted else column.cast(wanted)
+    if "topic" in columns and columns["topic"].null_count:
+        nulls = columns["topic"].null_count
         raise WriteConfigError(
-            f"task {index}: column 'headers' has a header with a null key: Kafka header keys "
-            "must be strings (the Java client rejects a null key too). Fill or drop such "
-            "headers, e.g. filter(headers, h -> h.key IS NOT NULL)."
+            f"task {index}: column 'topic' is null in {nulls} {_rows(nulls)}: every row needs a "
+            "topic. Fill the column or pass topic=."
         )
-    return [(e["key"], e["value"]) for e in entries]  # type: ignore[index]
+    if "partition" in columns:
+        lowest = pc.min(columns["partition"]).as_py()
+        if lowest is not None and lowest < 0:
+            raise WriteConfigError(
+                f"task {index}: column 'partition' holds {lowest}: a partition number must "
+                "be >= 0 (null lets the partitioner choose). Fix the column."
+            )
+    if "headers" in names:
+        headers = batch.column("headers")
+        entries = pc.list_flatten(headers)
+        if entries.null_count or entries.field("key").null_count:
+            raise WriteConfigError(
+                f"task {index}: column 'headers' has a header with a null key: Kafka header keys "
+                "must be strings (the Java client rejects a null key too). Fill or drop such "
+                "headers, e.g. filter(headers, h -> h.key IS NOT NULL)."
+            )
+        columns["headers"] = headers
+    return pa.RecordBatch.from_pydict(columns)
 
 
 def _rows(n: int) -> str:
@@ -429,9 +432,9 @@ def _write_exactly_once(
     assert plan.ledger_topic is not None and plan.write_id is not None
     assert plan.transactional_id_prefix is not None
     tid = plan.transactional_id(index)
-    producer = Producer(producer_config(
+    producer = _new_producer(producer_config(
         plan.kafka_config, "exactly_once", transactional_id=tid,
-        transaction_timeout_ms=plan.transaction_timeout_ms))
+        transaction_timeout_ms=plan.transaction_timeout_ms), "exactly_once")
     _init_transactions(producer, tid, plan.init_timeout_s)
     # After the fence every earlier transaction of this id is decided, its markers written:
     # reading the ledger up to the current high watermark shows any commit of this task.
@@ -463,7 +466,7 @@ def _write_exactly_once(
         attempt += 1
         try:
             producer.begin_transaction()
-            records, topics = _produce_batches(producer, source, plan.topic, None, index)
+            records, topics = _produce_batches(producer, source, plan.topic, index)
             if plan.expected_rows is not None and records != plan.expected_rows[index]:
                 raise InputTruncatedError(
                     f"task {index} of write {plan.write_id!r} received {records} rows but its "
@@ -520,9 +523,9 @@ def fence_tasks(plan: TaskPlan, indices: Iterable[int]) -> None:
 
     def fence(index: int) -> None:
         tid = plan.transactional_id(index)
-        producer = Producer(producer_config(
+        producer = _new_producer(producer_config(
             plan.kafka_config, "exactly_once", transactional_id=tid,
-            transaction_timeout_ms=plan.transaction_timeout_ms))
+            transaction_timeout_ms=plan.transaction_timeout_ms), "exactly_once")
         _init_transactions(producer, tid, plan.init_timeout_s)
 
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -537,7 +540,7 @@ _COORDINATOR_CANNOT_WRITE = frozenset({
 })
 
 
-def _init_transactions(producer: Producer, tid: str, timeout: float) -> None:
+def _init_transactions(producer: BatchProducer, tid: str, timeout: float) -> None:
     try:
         producer.init_transactions(timeout)
     except KafkaException as exc:
@@ -569,7 +572,7 @@ def _init_transactions(producer: Producer, tid: str, timeout: float) -> None:
         ) from None
 
 
-def _commit(producer: Producer, tid: str, timeout: float, attempts: int = 3) -> None:
+def _commit(producer: BatchProducer, tid: str, timeout: float, attempts: int = 3) -> None:
     """``commit_transaction()``, called again (as librdkafka asks) on a retriable error."""
     for attempt in range(1, attempts + 1):
         try:
@@ -581,7 +584,7 @@ def _commit(producer: Producer, tid: str, timeout: float, attempts: int = 3) -> 
             log.warning("commit of transactional.id %r: %s; retrying", tid, exc.args[0].str())
 
 
-def _abort(producer: Producer, tid: str, plan: TaskPlan) -> None:
+def _abort(producer: BatchProducer, tid: str, plan: TaskPlan) -> None:
     try:
         producer.abort_transaction(plan.transaction_timeout_ms / 1000)
     except KafkaException as exc:
@@ -595,7 +598,7 @@ def _abort(producer: Producer, tid: str, plan: TaskPlan) -> None:
         ) from None
 
 
-def _abort_quietly(producer: Producer, tid: str) -> None:
+def _abort_quietly(producer: BatchProducer, tid: str) -> None:
     """Abort on the way out of a failed task; the next attempt's fence aborts it otherwise."""
     try:
         producer.abort_transaction(10)

@@ -79,5 +79,8 @@ def test_a_schema_registry_runs_beside_the_broker(compose: dict[str, Any]) -> No
 def test_the_image_installs_this_repo_java_and_the_example_dags() -> None:
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "openjdk-17-jre-headless" in dockerfile
-    assert "pip install --no-cache-dir . " in dockerfile
+    # The wheel is built with the native module (Rust) in a first stage, installed in the second.
+    assert "COPY native ./native" in dockerfile
+    assert "pip wheel --no-cache-dir --no-deps --wheel-dir /wheels ." in dockerfile
+    assert "pip install --no-cache-dir /wheels/*.whl" in dockerfile
     assert "COPY dags /opt/airflow/dags" in dockerfile

@@ -21,16 +21,17 @@ class _StuckProducer:
         self.queued = 0
         self.flush_timeouts: list[float] = []
 
-    def produce(self, *args: Any, **kwargs: Any) -> None:
-        self.queued += 1
+    def produce_batch(self, batch: pa.RecordBatch, topic: str | None) -> int:
+        self.queued += batch.num_rows
+        return batch.num_rows
 
-    def poll(self, timeout: float = 0) -> int:
-        return 0
-
-    def flush(self, timeout: float = -1) -> int:
+    def flush(self, timeout: float) -> int:
         self.flush_timeouts.append(timeout)
         time.sleep(timeout)
         return self.queued
+
+    def delivery_failures(self) -> tuple[int, None]:
+        return 0, None
 
 
 @pytest.mark.parametrize("guarantee", ["none", "at_least_once"])
@@ -39,11 +40,11 @@ def test_records_never_delivered_fail_the_task_after_a_bounded_flush(
 ) -> None:
     producers: list[_StuckProducer] = []
 
-    def stuck(config: dict[str, Any]) -> _StuckProducer:
+    def stuck(config: dict[str, Any], guarantee: str) -> _StuckProducer:
         producers.append(_StuckProducer(config))
         return producers[-1]
 
-    monkeypatch.setattr(transactions, "Producer", stuck)
+    monkeypatch.setattr(transactions, "_new_producer", stuck)
     monkeypatch.setattr(transactions, "FLUSH_GRACE_S", 0.3)
     plan = TaskPlan(kafka_config={"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 200},
                     guarantee=guarantee, topic="out")  # type: ignore[arg-type]

@@ -1,0 +1,63 @@
+"""The native Kafka <-> Arrow module (Rust, ``native/``): librdkafka built from source.
+
+Private: ``spark/datasource.py`` reads with :class:`SliceReader`, ``spark/transactions.py``
+writes with :class:`BatchProducer`. Configs are librdkafka settings as strings
+(:func:`~airflow_provider_kafka_spark.offsets.config.native_settings`). librdkafka errors are
+raised as ``confluent_kafka.KafkaException(KafkaError(...))``; a setting librdkafka does not
+know or refuses is ``KafkaError._INVALID_ARG`` naming it.
+"""
+
+import pyarrow as pa
+
+def librdkafka_version() -> str:
+    """The version of the librdkafka built into this module, e.g. ``"2.10.0"``."""
+
+class SliceReader:
+    """An ``assign()``-ed consumer of one partition that yields Arrow batches of ``schema``
+    (the ``kafka_bounded`` schema) and never returns a record at an offset ``>= stop``."""
+
+    def __init__(self, config: dict[str, str], topic: str, partition: int, start: int,
+                 stop: int, schema: pa.Schema) -> None: ...
+    def assign(self, offset: int) -> None:
+        """Assign the partition again at ``offset``."""
+    def fill(self, max_records: int, timeout_s: float
+             ) -> tuple[pa.RecordBatch | None, int, tuple[int, str, int] | None]:
+        """Up to ``max_records`` records below ``stop``, waiting at most ``timeout_s`` for the
+        first: ``(batch or None, next offset or -1, event)``. The next offset is ``stop`` once a
+        record at or beyond ``stop`` arrived; an event (end of partition, an error) ends the
+        fill as ``(librdkafka error code, reason, offset)``."""
+    def watermarks(self, timeout_s: float) -> tuple[int, int]:
+        """The partition's ``(low, high)`` watermarks, asked of its leader."""
+    def take_errors(self) -> list[tuple[int, str]]:
+        """``(code, reason)`` of the errors librdkafka reported through ``error_cb`` since
+        the last call."""
+    def close(self) -> None:
+        """Leave the partition and destroy the consumer."""
+
+class BatchProducer:
+    """A librdkafka producer fed with Arrow batches whose columns are ``value`` (binary) and
+    optionally ``key`` (binary), ``topic`` (string), ``partition`` (int32; null: the
+    partitioner chooses), ``timestamp`` (int64 epoch microseconds; null or 0: now) and
+    ``headers`` (list of struct<key: string, value: binary>)."""
+
+    def __init__(self, config: dict[str, str], delivery_reports: bool) -> None: ...
+    def produce_batch(self, batch: pa.RecordBatch, topic: str | None) -> int:
+        """Produce every row (to ``topic``, else each row's ``topic``); returns the row count.
+        A full local queue is waited out; any other error raises
+        ``KafkaException(KafkaError, row index)``."""
+    def produce(self, topic: str, value: bytes | None, key: bytes | None = None,
+                partition: int = -1) -> None:
+        """Produce one record."""
+    def poll(self, timeout_s: float) -> int:
+        """Serve delivery reports for up to ``timeout_s``."""
+    def flush(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for every record's acknowledgement; the number still
+        queued."""
+    def delivery_failures(self) -> tuple[int, tuple[int, str, str, int] | None]:
+        """``(failed records, (code, reason, topic, partition) of the first failure)``."""
+    def take_errors(self) -> list[tuple[int, str]]:
+        """``(code, reason)`` of ``error_cb`` reports since the last call."""
+    def init_transactions(self, timeout_s: float) -> None: ...
+    def begin_transaction(self) -> None: ...
+    def commit_transaction(self, timeout_s: float) -> None: ...
+    def abort_transaction(self, timeout_s: float) -> None: ...

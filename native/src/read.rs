@@ -1,0 +1,323 @@
+//! `SliceReader`: consumes one partition from an offset and builds Arrow record batches.
+
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::builder::{BinaryBuilder, StringBuilder};
+use arrow_array::types::TimestampMicrosecondType;
+use arrow_array::{
+    ArrayRef, Int32Array, Int64Array, ListArray, PrimitiveArray, RecordBatch, StringArray,
+    StructArray,
+};
+use arrow_buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_pyarrow::{FromPyArrow, ToPyArrow};
+use arrow_schema::{DataType, FieldRef, Fields, Schema, SchemaRef};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use rdkafka_sys as rd;
+
+use crate::client::{cstr, kafka_exception, millis, Client, Shared};
+
+/// How long a fill that holds records waits for the next one before it returns them.
+const FOLLOW_WAIT_MS: i32 = 10;
+
+/// One librdkafka event that ends a fill: `(code, reason, offset)`.
+type Event = (i32, String, i64);
+
+/// Reads one partition of one topic, from an assigned offset, into record batches whose
+/// schema is the one given (the `kafka_bounded` schema: key, value, topic, partition,
+/// offset, timestamp, timestampType and optionally headers).
+///
+/// The consumer is `assign()`-ed (never subscribed) and never commits.
+#[pyclass(module = "airflow_provider_kafka_spark._native")]
+pub struct SliceReader {
+    client: Option<Client>,
+    topic: String,
+    partition: i32,
+    stop: i64,
+    schema: SchemaRef,
+    headers: Option<(FieldRef, Fields)>,
+}
+
+#[pymethods]
+impl SliceReader {
+    /// A consumer of `config` (librdkafka settings as strings) assigned to `topic`/`partition`
+    /// at `start`; records at offsets `>= stop` are never returned.
+    #[new]
+    fn new(
+        py: Python<'_>,
+        config: &Bound<'_, PyDict>,
+        topic: String,
+        partition: i32,
+        start: i64,
+        stop: i64,
+        schema: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let schema = Arc::new(Schema::from_pyarrow_bound(schema)?);
+        let headers = match schema.field_with_name("headers") {
+            Ok(field) => match field.data_type() {
+                DataType::List(element) => match element.data_type() {
+                    DataType::Struct(children) => Some((element.clone(), children.clone())),
+                    _ => None,
+                },
+                _ => None,
+            },
+            Err(_) => None,
+        };
+        let client = Client::new(py, rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, config, false)?;
+        unsafe { rd::rd_kafka_poll_set_consumer(client.rk) };
+        let reader = SliceReader { client: Some(client), topic, partition, stop, schema, headers };
+        reader.assign(py, start)?;
+        Ok(reader)
+    }
+
+    /// Assign the partition again, at `offset` (after offsets were lost, say).
+    fn assign(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
+        let client = self.client()?;
+        let topic = CString::new(self.topic.as_str())
+            .map_err(|_| kafka_exception(py, -186, "topic name contains NUL", false, false, false))?;
+        let err = unsafe {
+            let list = rd::rd_kafka_topic_partition_list_new(1);
+            let entry = rd::rd_kafka_topic_partition_list_add(list, topic.as_ptr(), self.partition);
+            (*entry).offset = offset;
+            let err = rd::rd_kafka_assign(client.rk, list);
+            rd::rd_kafka_topic_partition_list_destroy(list);
+            err
+        };
+        if err as i32 != 0 {
+            let reason = unsafe { cstr(rd::rd_kafka_err2str(err)) };
+            return Err(kafka_exception(py, err as i32, &reason, false, false, false));
+        }
+        Ok(())
+    }
+
+    /// Consume up to `max_records` records below `stop` into one batch, waiting at most
+    /// `timeout_s` for the first one (then `FOLLOW_WAIT_MS` for each next one); returns `(batch or None, next offset or -1, event)`.
+    ///
+    /// The fill ends early at the first record at or beyond `stop` (next offset = `stop`, the
+    /// record is dropped), at the first event (end of partition, an error: returned as
+    /// `(code, reason, offset)` with the records before it), or when no next record arrives
+    /// in time.
+    fn fill<'py>(
+        &self,
+        py: Python<'py>,
+        max_records: usize,
+        timeout_s: f64,
+    ) -> PyResult<(Option<Bound<'py, PyAny>>, i64, Option<Event>)> {
+        let rk = self.client()?.shared();
+        let stop = self.stop;
+        let with_headers = self.headers.is_some();
+        let (columns, next, event) = py.detach(move || {
+            consume(rk, stop, max_records, Duration::from_secs_f64(timeout_s.max(0.0)), with_headers)
+        });
+        let batch = if columns.len() == 0 { None } else { Some(self.batch(columns)?.to_pyarrow(py)?) };
+        Ok((batch, next, event))
+    }
+
+    /// `(low, high)` watermarks of the partition, asked of its leader.
+    fn watermarks(&self, py: Python<'_>, timeout_s: f64) -> PyResult<(i64, i64)> {
+        let rk = self.client()?.shared();
+        let topic = CString::new(self.topic.as_str()).unwrap_or_default();
+        let partition = self.partition;
+        let (err, low, high) = py.detach(move || {
+            let (mut low, mut high) = (0i64, 0i64);
+            let err = unsafe {
+                rd::rd_kafka_query_watermark_offsets(
+                    rk.ptr(), topic.as_ptr(), partition, &mut low, &mut high, millis(timeout_s))
+            };
+            (err, low, high)
+        });
+        if err as i32 != 0 {
+            let reason = unsafe { cstr(rd::rd_kafka_err2str(err)) };
+            return Err(kafka_exception(py, err as i32, &reason, false, false, false));
+        }
+        Ok((low, high))
+    }
+
+    /// The `(code, reason)` of the errors librdkafka reported through `error_cb` since the
+    /// last call (authentication failures, all brokers down...).
+    fn take_errors(&self) -> PyResult<Vec<(i32, String)>> {
+        Ok(self.client()?.take_errors())
+    }
+
+    /// Leave the partition and destroy the consumer; later calls raise.
+    fn close(&mut self, py: Python<'_>) {
+        if let Some(client) = self.client.take() {
+            py.detach(move || {
+                unsafe { rd::rd_kafka_consumer_close(client.rk) };
+                drop(client);
+            });
+        }
+    }
+}
+
+impl SliceReader {
+    fn client(&self) -> PyResult<&Client> {
+        self.client.as_ref().ok_or_else(|| {
+            pyo3::exceptions::PyRuntimeError::new_err("the SliceReader is closed")
+        })
+    }
+
+    fn batch(&self, mut columns: Columns) -> PyResult<RecordBatch> {
+        let n = columns.len();
+        let to_py = |e: arrow_schema::ArrowError| pyo3::exceptions::PyValueError::new_err(e.to_string());
+        let timestamp_type = self.schema.field_with_name("timestamp").map_err(to_py)?.data_type().clone();
+        let mut arrays: Vec<ArrayRef> = vec![
+            Arc::new(columns.keys.finish()),
+            Arc::new(columns.values.finish()),
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(self.topic.as_str(), n))),
+            Arc::new(Int32Array::from(vec![self.partition; n])),
+            Arc::new(Int64Array::from(columns.offsets)),
+            Arc::new(PrimitiveArray::<TimestampMicrosecondType>::new(
+                ScalarBuffer::from(columns.timestamps), None).with_data_type(timestamp_type)),
+            Arc::new(Int32Array::from(columns.timestamp_types)),
+        ];
+        if let Some((element, children)) = &self.headers {
+            let mut header_keys = columns.header_keys;
+            let mut header_values = columns.header_values;
+            let entries = StructArray::try_new(
+                children.clone(),
+                vec![Arc::new(header_keys.finish()), Arc::new(header_values.finish())],
+                None,
+            ).map_err(to_py)?;
+            let valid = NullBuffer::from(columns.header_valid);
+            let list = ListArray::try_new(
+                element.clone(),
+                OffsetBuffer::new(ScalarBuffer::from(columns.header_offsets)),
+                Arc::new(entries),
+                if valid.null_count() > 0 { Some(valid) } else { None },
+            ).map_err(to_py)?;
+            arrays.push(Arc::new(list));
+        }
+        RecordBatch::try_new(self.schema.clone(), arrays).map_err(to_py)
+    }
+}
+
+/// The columns of the records of one fill.
+struct Columns {
+    keys: BinaryBuilder,
+    values: BinaryBuilder,
+    offsets: Vec<i64>,
+    timestamps: Vec<i64>,
+    timestamp_types: Vec<i32>,
+    header_offsets: Vec<i32>,
+    header_valid: Vec<bool>,
+    header_keys: StringBuilder,
+    header_values: BinaryBuilder,
+}
+
+impl Columns {
+    fn new(capacity: usize) -> Self {
+        Columns {
+            keys: BinaryBuilder::with_capacity(capacity, 0),
+            values: BinaryBuilder::with_capacity(capacity, capacity * 64),
+            offsets: Vec::with_capacity(capacity),
+            timestamps: Vec::with_capacity(capacity),
+            timestamp_types: Vec::with_capacity(capacity),
+            header_offsets: vec![0],
+            header_valid: Vec::new(),
+            header_keys: StringBuilder::new(),
+            header_values: BinaryBuilder::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.offsets.len()
+    }
+
+    unsafe fn push(&mut self, message: &rd::rd_kafka_message_t, with_headers: bool) {
+        append(&mut self.keys, message.key, message.key_len);
+        append(&mut self.values, message.payload, message.len);
+        self.offsets.push(message.offset);
+        let mut kind = rd::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+        let millis = rd::rd_kafka_message_timestamp(message, &mut kind);
+        self.timestamps.push(millis * 1000);
+        // librdkafka: 0 none, 1 CreateTime, 2 LogAppendTime -> Java's ids -1, 0, 1.
+        self.timestamp_types.push(kind as i32 - 1);
+        if with_headers {
+            self.push_headers(message);
+        }
+    }
+
+    unsafe fn push_headers(&mut self, message: &rd::rd_kafka_message_t) {
+        let mut headers: *mut rd::rd_kafka_headers_t = std::ptr::null_mut();
+        let err = rd::rd_kafka_message_headers(message, &mut headers);
+        let last = *self.header_offsets.last().unwrap_or(&0);
+        if err as i32 != 0 || headers.is_null() {
+            // No headers: null, as confluent-kafka's Message.headers() gives None.
+            self.header_offsets.push(last);
+            self.header_valid.push(false);
+            return;
+        }
+        let count = rd::rd_kafka_header_cnt(headers);
+        for index in 0..count {
+            let mut name: *const std::ffi::c_char = std::ptr::null();
+            let mut value: *const c_void = std::ptr::null();
+            let mut size: usize = 0;
+            if rd::rd_kafka_header_get_all(headers, index, &mut name, &mut value, &mut size) as i32 != 0 {
+                break;
+            }
+            self.header_keys.append_value(cstr(name));
+            append(&mut self.header_values, value, size);
+        }
+        self.header_offsets.push(last + count as i32);
+        self.header_valid.push(true);
+    }
+}
+
+unsafe fn append(builder: &mut BinaryBuilder, data: *const c_void, len: usize) {
+    if data.is_null() {
+        builder.append_null();
+    } else {
+        builder.append_value(std::slice::from_raw_parts(data as *const u8, len));
+    }
+}
+
+/// The consume loop of one fill, without the GIL (see `SliceReader.fill`).
+fn consume(
+    rk: Shared<rd::rd_kafka_t>,
+    stop: i64,
+    max_records: usize,
+    timeout: Duration,
+    with_headers: bool,
+) -> (Columns, i64, Option<Event>) {
+    let mut columns = Columns::new(max_records.min(65_536));
+    let mut next = -1i64;
+    let deadline = Instant::now() + timeout;
+    while columns.len() < max_records {
+        let wait = if columns.len() > 0 {
+            FOLLOW_WAIT_MS
+        } else {
+            deadline.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32
+        };
+        let message = unsafe { rd::rd_kafka_consumer_poll(rk.ptr(), wait) };
+        if message.is_null() {
+            if columns.len() > 0 || Instant::now() >= deadline {
+                break;
+            }
+            continue;
+        }
+        let record = unsafe { &*message };
+        if record.err as i32 != 0 {
+            let reason = unsafe { cstr(rd::rd_kafka_message_errstr(message)) };
+            let event = (record.err as i32, reason, record.offset);
+            unsafe { rd::rd_kafka_message_destroy(message) };
+            return (columns, next, Some(event));
+        }
+        if record.offset >= stop {
+            unsafe { rd::rd_kafka_message_destroy(message) };
+            next = stop;
+            break;
+        }
+        unsafe {
+            columns.push(record, with_headers);
+            next = record.offset + 1;
+            rd::rd_kafka_message_destroy(message);
+        }
+        if next >= stop {
+            break;
+        }
+    }
+    (columns, next, None)
+}
