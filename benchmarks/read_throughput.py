@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
-"""Bounded-read throughput: engine="python" vs engine="spark-kafka" vs a raw librdkafka consumer.
+"""Bounded-read throughput: engine="python" vs engine="spark-kafka" vs a bare native consume.
 
-    .venv/bin/python benchmarks/read_throughput.py [--records 2000000] [--repeats 3]
+    .venv/bin/python benchmarks/read_throughput.py [--records 2000000] [--repeats 5]
 
 Produces N records of ~200 B over 6 partitions once, resolves the ranges, then times a full
 bounded read of those ranges into Spark's ``noop`` sink with each engine, and the same ranges
-read by plain confluent-kafka batch consumers (one process per Spark core, records discarded):
-the raw client limit on this machine. Reports medians, records/s, MB/s, the ratios
-python/spark-kafka and python/raw, the peak RSS of Spark's Python workers, and a cProfile of
-one partition read by ``read_split`` outside Spark (where the Python engine spends its time).
+read by ``read_split`` (the native reader) in plain processes, one per Spark core, batches
+discarded: the practical limit on this machine, without Spark. Reports medians, records/s,
+MB/s, CPU seconds per million records of every process (JVM, Python workers with their native
+threads, driver) with their spread, the ratios python/spark-kafka and python/raw, the peak
+RSS of Spark's Python workers for 1 M and 10 M records, and a cProfile of one partition read
+by ``read_split`` outside Spark.
 
 Writes benchmarks/results/read_throughput.json and .png. Starts its own broker with
 scripts/kafka-broker unless --bootstrap is given.
@@ -26,7 +28,6 @@ import platform
 import pstats
 import statistics
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -37,24 +38,25 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 sys.path.insert(0, str(ROOT))
 
-import psutil  # noqa: E402
+import pyarrow as pa  # noqa: E402
 import pyspark  # noqa: E402
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
+from airflow_provider_kafka_spark._native import BatchProducer, librdkafka_version  # noqa: E402
 from airflow_provider_kafka_spark.offsets import (  # noqa: E402
     OffsetRanges,
     PartitionRange,
     Subscription,
-    consumer_config,
     resolve_offsets,
 )
+from airflow_provider_kafka_spark.offsets.config import native_settings  # noqa: E402
 from airflow_provider_kafka_spark.spark import (  # noqa: E402
     fetch_spark_kafka_jars,
     read_kafka,
     read_split,
     spark_session,
 )
+from benchmarks.measure import ProcessTree, spread, timed  # noqa: E402
 from tools.local_broker import local_broker  # noqa: E402
 
 
@@ -64,59 +66,42 @@ def produce(config: dict[str, Any], records: int, size: int, partitions: int) ->
     admin = AdminClient(config)
     admin.create_topics([NewTopic(topic, partitions, 1, config={"retention.ms": "-1"})])[
         topic].result(30)
-    producer = Producer({**config, "linger.ms": 50, "batch.num.messages": 10_000,
-                         "queue.buffering.max.messages": 1_000_000, "compression.type": "none"})
+    producer = BatchProducer(native_settings({
+        **config, "linger.ms": 50, "batch.num.messages": 10_000,
+        "queue.buffering.max.messages": 1_000_000, "compression.type": "none"}), True)
     payload = os.urandom(size * 16)
     started = time.monotonic()
-    for i in range(records):
-        offset = (i * 7919) % (size * 15)
-        while True:
-            try:
-                producer.produce(topic, value=payload[offset:offset + size - 12],
-                                 key=b"%012d" % i, partition=i % partitions)
-                break
-            except BufferError:
-                producer.poll(0.05)
-        if i % 10_000 == 0:
-            producer.poll(0)
+    for first in range(0, records, 100_000):
+        ids = range(first, min(records, first + 100_000))
+        producer.produce_batch(pa.RecordBatch.from_pydict({
+            "key": pa.array([b"%012d" % i for i in ids], pa.binary()),
+            "value": pa.array([payload[(i * 7919) % (size * 15):][:size - 12] for i in ids],
+                              pa.binary()),
+            "partition": pa.array([i % partitions for i in ids], pa.int32()),
+        }), topic)
     assert producer.flush(120) == 0
+    assert producer.delivery_failures()[0] == 0, producer.delivery_failures()
     print(f"produced {records:,} records in {time.monotonic() - started:.1f}s", flush=True)
     return topic, records * size
 
 
 def raw_worker(config: dict[str, Any], ranges: list[PartitionRange], out: Any) -> None:
-    """Consume ``ranges`` with one plain batch consumer; records are counted and dropped.
+    """Read ``ranges`` with ``read_split`` (the native reader) in this process, no Spark;
+    batches are counted and dropped.
 
-    Puts ``(records, seconds)`` on ``out``: the time from creating the consumer to the end, so
-    process start-up and imports are not charged to the client.
+    Puts ``(records, seconds, CPU seconds)`` on ``out``: the time and the CPU (all threads of
+    the process, librdkafka's included) of the reads alone, so process start-up and imports
+    are not charged to the reader.
     """
-    started = time.perf_counter()
-    # The same librdkafka defaults as engine="python", so "raw" is the client's real limit.
-    consumer = Consumer(consumer_config(config,
-                                        isolation_level="read_committed"))
-    consumer.assign([TopicPartition(r.topic, r.partition, r.start) for r in ranges])
-    remaining = {r.partition: r.stop for r in ranges if r.size}
-    count = 0
-    while remaining:
-        for m in consumer.consume(10_000, 0.5):
-            err = m.error()
-            p = m.partition()
-            if p not in remaining:
-                continue
-            if err is None:
-                if m.offset() < remaining[p]:
-                    m.value()
-                    count += 1
-                if m.offset() + 1 >= remaining[p]:
-                    del remaining[p]
-            elif err.code() == KafkaError._PARTITION_EOF and m.offset() >= remaining[p]:
-                del remaining[p]
-    consumer.close()
-    out.put((count, time.perf_counter() - started))
+    started, cpu = time.perf_counter(), time.process_time()
+    count = sum(batch.num_rows for r in ranges for batch in read_split(r, config))
+    out.put((count, time.perf_counter() - started, time.process_time() - cpu))
 
 
-def run_raw(config: dict[str, Any], ranges: OffsetRanges, processes: int) -> tuple[int, float]:
-    """Read ``ranges`` in ``processes`` parallel consumers; (records, slowest worker's seconds)."""
+def run_raw(config: dict[str, Any], ranges: OffsetRanges,
+            processes: int) -> tuple[int, float, float]:
+    """Read ``ranges`` in ``processes`` parallel readers; (records, slowest worker's seconds,
+    the workers' CPU seconds)."""
     ctx = multiprocessing.get_context("spawn")
     queue = ctx.Queue()
     shares = [list(ranges.ranges)[i::processes] for i in range(processes)]
@@ -126,69 +111,8 @@ def run_raw(config: dict[str, Any], ranges: OffsetRanges, processes: int) -> tup
     results = [queue.get() for _ in workers]
     for w in workers:
         w.join()
-    return sum(n for n, _ in results), max(t for _, t in results)
-
-
-class ProcessTree:
-    """Samples the processes under this one while a run is timed (every 50 ms).
-
-    Gives the CPU seconds used by the JVM and by Python child processes (Spark's Python
-    workers, or the raw consumers), and the peak RSS of the Python children. Processes that
-    start during the run count from zero; a process's CPU after its last sample is missed.
-    """
-
-    def __init__(self) -> None:
-        self.cpu_s = {"jvm": 0.0, "python": 0.0}
-        self.peak_python_rss = 0
-        self.peak_python_rss_total = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread()
-        self._first: dict[int, float] = {}
-        self._last: dict[int, tuple[str, float]] = {}
-
-    def __enter__(self) -> ProcessTree:
-        self._first = {p.pid: _cpu(p) for p in psutil.Process().children(recursive=True)}
-        self._last = {}
-        self._stop.clear()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.cpu_s = {"jvm": 0.0, "python": 0.0}
-        for pid, (kind, cpu) in self._last.items():
-            self.cpu_s[kind] += cpu - self._first.get(pid, 0.0)
-
-    def _sample(self) -> None:
-        me = psutil.Process()
-        while not self._stop.is_set():
-            rss = []
-            for child in me.children(recursive=True):
-                try:
-                    kind = "jvm" if "java" in child.name().lower() else "python"
-                    self._last[child.pid] = (kind, _cpu(child))
-                    if kind == "python":
-                        rss.append(child.memory_info().rss)
-                except psutil.Error:
-                    continue
-            if rss:
-                self.peak_python_rss = max(self.peak_python_rss, max(rss))
-                self.peak_python_rss_total = max(self.peak_python_rss_total, sum(rss))
-            time.sleep(0.05)
-
-
-def _cpu(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
-
-
-def timed(fn: Callable[[], float | None]) -> float:
-    """Seconds ``fn`` took, or the seconds it reports itself."""
-    started = time.perf_counter()
-    reported = fn()
-    return reported if reported is not None else time.perf_counter() - started
+    return (sum(n for n, _, _ in results), max(t for _, t, _ in results),
+            sum(c for _, _, c in results))
 
 
 def profile_split(config: dict[str, Any], split: PartitionRange) -> dict[str, Any]:
@@ -221,26 +145,69 @@ def profile_split(config: dict[str, Any], split: PartitionRange) -> dict[str, An
     }
 
 
+ENGINES = ("python", "spark_kafka", "raw")
+LABELS = {"python": "python\n(kafka_bounded)", "spark_kafka": "spark-kafka\n(Spark's source)",
+          "raw": "bare native consume\n(read_split, no Spark)"}
+
+
 def chart(result: dict[str, Any], path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = ["python\n(kafka_bounded)", "spark-kafka\n(Spark's source)", "raw\n(confluent-kafka)"]
-    keys = ["python", "spark_kafka", "raw"]
-    values = [result["engines"][k]["records_per_s"] / 1000 for k in keys]
-    fig, ax = plt.subplots(figsize=(7, 4.2))
-    bars = ax.bar(labels, values, color=["#2f6db5", "#e08a1e", "#7a7a7a"])
-    ax.bar_label(bars, fmt="%.0f k/s")
-    ax.set_ylim(0, max(values) * 1.15)
-    ax.set_ylabel("records per second (thousands), median")
-    ax.set_title(f"Bounded read of {result['records']:,} records x {result['record_bytes']} B, "
-                 f"{result['partitions']} partitions, {result['spark_cores']} cores\n"
-                 f"python/spark-kafka = {result['ratio_python_vs_spark_kafka']:.2f}x, "
-                 f"python/raw = {result['ratio_python_vs_raw']:.2f}x", fontsize=10)
+    fig, (speed, cost) = plt.subplots(1, 2, figsize=(11, 4.4))
+    labels = [LABELS[k] for k in ENGINES]
+    colors = ["#2f6db5", "#e08a1e", "#7a7a7a"]
+    values = [result["engines"][k]["records_per_s"] / 1000 for k in ENGINES]
+    bars = speed.bar(labels, values, color=colors)
+    speed.bar_label(bars, fmt="%.0f k/s")
+    speed.set_ylim(0, max(values) * 1.15)
+    speed.set_ylabel("records per second (thousands), median")
+    speed.set_title(f"python/spark-kafka = {result['ratio_python_vs_spark_kafka']:.2f}x, "
+                    f"python/raw = {result['ratio_python_vs_raw']:.2f}x", fontsize=10)
+    cpu = [result["engines"][k]["cpu_s_per_million"] for k in ENGINES]
+    medians = [c["median"] for c in cpu]
+    errors = [[m - c["min"] for m, c in zip(medians, cpu, strict=True)],
+              [c["max"] - m for m, c in zip(medians, cpu, strict=True)]]
+    bars = cost.bar(labels, medians, color=colors, yerr=errors, capsize=4)
+    cost.bar_label(bars, fmt="%.2f", label_type="center", color="white")
+    cost.set_ylabel("CPU seconds per million records (all processes)")
+    cost.set_title(f"CPU python/spark-kafka = {result['ratio_cpu_python_vs_spark_kafka']:.2f}x "
+                   "(bars: median, whiskers: min-max)", fontsize=10)
+    fig.suptitle(f"Bounded read of {result['records']:,} records x {result['record_bytes']} B, "
+                 f"{result['partitions']} partitions, {result['spark_cores']} cores, "
+                 f"{result['repeats']} interleaved rounds", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+
+
+def worker_rss(spark: Any, config: dict[str, Any], sizes: list[int], size: int,
+               partitions: int) -> dict[str, Any]:
+    """Peak RSS of one Spark Python worker reading the first ``n`` records of one topic, for
+    each ``n`` in ``sizes`` (smallest first): flat in data size when nothing accumulates."""
+    topic, _ = produce(config, max(sizes), size, partitions)
+    full = resolve_offsets(config, Subscription.topics([topic]), "earliest", "latest")
+    peaks = {}
+    for n in sorted(sizes):
+        share = n // len(full.ranges)
+        ranges = OffsetRanges(tuple(PartitionRange(r.topic, r.partition, r.start,
+                                                   min(r.stop, r.start + share))
+                                    for r in full.ranges))
+        with ProcessTree() as tree:
+            seconds = timed(lambda: read_kafka(spark, ranges, config, engine="python")  # noqa: B023
+                            .write.format("noop").mode("overwrite").save())
+        peaks[n] = tree.peak_python_rss
+        print(f"rss: {ranges.total():,} records in {seconds:.1f}s, peak worker RSS "
+              f"{tree.peak_python_rss / 2**20:.0f} MB", flush=True)
+    admin = AdminClient(config)
+    admin.delete_topics([topic])[topic].result(30)
+    smallest, largest = min(sizes), max(sizes)
+    return {
+        "peak_python_worker_rss_mb": {str(n): round(v / 2**20, 1) for n, v in peaks.items()},
+        f"ratio_rss_{largest // 1_000_000}m_vs_{smallest // 1_000_000}m": round(
+            peaks[largest] / peaks[smallest], 3),
+    }
 
 
 def main() -> int:
@@ -248,8 +215,10 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--record-bytes", type=int, default=200)
     parser.add_argument("--partitions", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rss-records", default="1000000,10000000",
+                        help="record counts of the worker-RSS reads ('' skips them)")
     parser.add_argument("--bootstrap", help="use this broker instead of starting one")
     parser.add_argument("--out", type=Path, default=RESULTS / "read_throughput.json")
     args = parser.parse_args()
@@ -271,15 +240,18 @@ def main() -> int:
                     .mode("overwrite").save()
             return run
 
+        raw_cpu: list[float] = []
+
         def raw() -> float:
-            count, seconds = run_raw(config, ranges, cores)
+            count, seconds, cpu_seconds = run_raw(config, ranges, cores)
             assert count == args.records, count
+            raw_cpu.append(cpu_seconds)
             return seconds
 
-        runs: dict[str, list[float]] = {"python": [], "spark_kafka": [], "raw": []}
-        cpu: dict[str, list[dict[str, float]]] = {name: [] for name in runs}
+        runs: dict[str, list[float]] = {name: [] for name in ENGINES}
+        cpu: dict[str, list[dict[str, float]]] = {name: [] for name in ENGINES}
         # Other jobs share the machine: the 1-minute load average before each run.
-        load: dict[str, list[float]] = {name: [] for name in runs}
+        load: dict[str, list[float]] = {name: [] for name in ENGINES}
         actions = {"python": spark_read("python"), "spark_kafka": spark_read("spark-kafka"),
                    "raw": raw}
         for name, action in actions.items():  # warm-up: JVM classes, Python workers
@@ -292,9 +264,13 @@ def main() -> int:
                 with tree:
                     seconds = timed(action)
                 runs[name].append(seconds)
-                cpu[name].append(dict(tree.cpu_s))
+                # The bare readers' CPU as they measured it themselves (no process start-up).
+                cpu[name].append(dict(tree.cpu_s) if name != "raw"
+                                 else {"jvm": 0.0, "python": raw_cpu[-1], "driver": 0.0})
                 print(f"run {i + 1} {name}: {seconds:.2f}s ({args.records / seconds:,.0f} "
-                      f"records/s), CPU s {tree.cpu_s}, load {load[name][-1]}", flush=True)
+                      f"records/s), CPU s {cpu[name][-1]}, load {load[name][-1]}", flush=True)
+        sizes = [int(n) for n in args.rss_records.split(",") if n]
+        rss = worker_rss(spark, config, sizes, args.record_bytes, args.partitions) if sizes else {}
         spark.stop()
         biggest = max(ranges, key=lambda r: r.size)
         profile = profile_split(config, biggest)
@@ -304,36 +280,44 @@ def main() -> int:
     engines = {}
     for name, seconds in runs.items():
         median = statistics.median(seconds)
+        per_million = [sum(c.values()) / args.records * 1e6 for c in cpu[name]]
         engines[name] = {
             "runs_s": [round(s, 3) for s in seconds],
             "loadavg_1m_before_runs": load[name],
             "median_s": round(median, 3),
             "records_per_s": round(args.records / median),
+            "records_per_s_spread": spread([args.records / s for s in seconds], 0),
             "mb_per_s": round(total_bytes / median / 1e6, 1),
             "cpu_s_median": {kind: round(statistics.median(c[kind] for c in cpu[name]), 2)
-                             for kind in ("jvm", "python")},
+                             for kind in ("jvm", "python", "driver")},
+            "cpu_s_per_million": spread(per_million),
         }
+    cpu_per_million = {k: v["cpu_s_per_million"]["median"] for k, v in engines.items()}
     result = {
         "records": args.records,
         "record_bytes": args.record_bytes,
         "partitions": args.partitions,
         "repeats": args.repeats,
         "spark_cores": cores,
-        "sink": "Spark noop sink (python, spark_kafka); records dropped (raw)",
-        "raw_client": f"confluent-kafka batch consumer, {cores} processes",
+        "sink": "Spark noop sink (python, spark_kafka); batches dropped (raw)",
+        "raw_client": f"read_split (native reader), {cores} processes, no Spark",
         "engines": engines,
         "records_per_s": {k: v["records_per_s"] for k, v in engines.items()},
+        "cpu_s_per_million": cpu_per_million,
         "ratio_python_vs_spark_kafka": round(
             engines["python"]["records_per_s"] / engines["spark_kafka"]["records_per_s"], 3),
         "ratio_python_vs_raw": round(
             engines["python"]["records_per_s"] / engines["raw"]["records_per_s"], 3),
+        "ratio_cpu_python_vs_spark_kafka": round(
+            cpu_per_million["python"] / cpu_per_million["spark_kafka"], 3),
         "python_worker_peak_rss_mb": {"per_worker": round(python_rss.peak_python_rss / 2**20, 1),
                                       "all_workers": round(
                                           python_rss.peak_python_rss_total / 2**20, 1)},
+        "worker_rss_by_records": rss,
         "profile_read_split_one_partition": profile,
         "environment": {
             "cpus": os.cpu_count(), "python": platform.python_version(),
-            "pyspark": pyspark.__version__,
+            "pyspark": pyspark.__version__, "librdkafka_native": librdkafka_version(),
             "spark_kafka_jars": (ROOT / ".cache" / "spark-kafka" / "jars" / ".version")
             .read_text().strip(),
         },
@@ -341,9 +325,12 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     chart(result, args.out.with_suffix(".png"))
-    print(json.dumps({k: result[k] for k in ("records_per_s", "ratio_python_vs_spark_kafka",
+    print(json.dumps({k: result[k] for k in ("records_per_s", "cpu_s_per_million",
+                                             "ratio_python_vs_spark_kafka",
                                              "ratio_python_vs_raw",
-                                             "python_worker_peak_rss_mb")}, indent=2))
+                                             "ratio_cpu_python_vs_spark_kafka",
+                                             "python_worker_peak_rss_mb",
+                                             "worker_rss_by_records")}, indent=2))
     return 0
 
 

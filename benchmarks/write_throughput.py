@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Write throughput: write_kafka exactly_once vs at_least_once vs Spark's built-in Kafka sink.
 
-    .venv/bin/python benchmarks/write_throughput.py [--records 1000000] [--repeats 3]
+    .venv/bin/python benchmarks/write_throughput.py [--records 1000000] [--repeats 5]
 
 Builds one DataFrame of N records (key = the row number, value = 200 B), caches it in memory
 and then writes it, in interleaved rounds, with ``write_kafka(delivery_guarantee=
@@ -9,7 +9,9 @@ and then writes it, in interleaved rounds, with ``write_kafka(delivery_guarantee
 delivery_guarantee="at_least_once")`` and ``df.write.format("kafka")`` (Spark's own sink:
 Java producer, ``acks=all``, idempotent, at-least-once), each into a fresh 6-partition topic.
 Every write is checked to have put exactly N records into its topic. Reports medians,
-records/s and the ratios exactly_once/at_least_once and exactly_once/spark_kafka.
+records/s, CPU seconds per million records of every process (JVM, Python workers with the
+native producer's threads, driver) with their spread, and the ratios
+exactly_once/at_least_once and exactly_once/spark_kafka.
 
 Writes benchmarks/results/write_throughput.json and .png. Starts its own broker with
 scripts/kafka-broker unless --bootstrap is given.
@@ -37,11 +39,13 @@ import pyspark  # noqa: E402
 from confluent_kafka import IsolationLevel, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
 
+from airflow_provider_kafka_spark._native import librdkafka_version  # noqa: E402
 from airflow_provider_kafka_spark.spark import (  # noqa: E402
     fetch_spark_kafka_jars,
     spark_session,
     write_kafka,
 )
+from benchmarks.measure import ProcessTree, spread  # noqa: E402
 from tests.integration.write_kafka_support import read_committed  # noqa: E402
 from tools.local_broker import local_broker  # noqa: E402
 
@@ -65,14 +69,29 @@ def chart(result: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, (speed, cost) = plt.subplots(1, 2, figsize=(11, 4.2))
+    labels = ["write_kafka\nexactly_once", "write_kafka\nat_least_once", "Spark built-in\nKafka sink"]
+    colors = ["#2a6", "#48c", "#999"]
     values = [result["records_per_s"][m] / 1000 for m in MODES]
-    bars = ax.bar(["write_kafka\nexactly_once", "write_kafka\nat_least_once",
-                   "Spark built-in\nKafka sink"], values, color=["#2a6", "#48c", "#999"])
-    ax.bar_label(bars, labels=[f"{v:,.0f}k" for v in values])
-    ax.set_ylabel("records/s (thousands, median)")
-    ax.set_title(f"Write throughput: {result['records']:,} x {result['value_bytes']} B, "
-                 f"{result['spark_master']}, {result['df_partitions']} partitions")
+    bars = speed.bar(labels, values, color=colors)
+    speed.bar_label(bars, labels=[f"{v:,.0f}k" for v in values])
+    speed.set_ylabel("records/s (thousands, median)")
+    speed.set_title(f"exactly_once/spark = {result['ratio_exactly_once_vs_spark_kafka']:.2f}x, "
+                    f"exactly_once/at_least_once = "
+                    f"{result['ratio_exactly_once_vs_at_least_once']:.2f}x", fontsize=10)
+    cpu = [result["cpu_s_per_million_spread"][m] for m in MODES]
+    medians = [c["median"] for c in cpu]
+    errors = [[m - c["min"] for m, c in zip(medians, cpu, strict=True)],
+              [c["max"] - m for m, c in zip(medians, cpu, strict=True)]]
+    bars = cost.bar(labels, medians, color=colors, yerr=errors, capsize=4)
+    cost.bar_label(bars, fmt="%.2f", label_type="center", color="white")
+    cost.set_ylabel("CPU seconds per million records (all processes)")
+    cost.set_title(f"CPU exactly_once/spark = "
+                   f"{result['ratio_cpu_exactly_once_vs_spark_kafka']:.2f}x "
+                   "(median, whiskers min-max)", fontsize=10)
+    fig.suptitle(f"Write throughput: {result['records']:,} x {result['value_bytes']} B, "
+                 f"{result['spark_master']}, {result['df_partitions']} partitions, "
+                 f"{result['repeats']} interleaved rounds", fontsize=11)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -81,7 +100,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--value-bytes", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--partitions", type=int, default=4, help="DataFrame partitions")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--bootstrap", help="bootstrap.servers of a running broker")
@@ -115,24 +134,30 @@ def main() -> int:
                                        write_id=f"bench-{uuid.uuid4().hex}")
 
         seconds: dict[str, list[float]] = {m: [] for m in MODES}
+        cpu: dict[str, list[float]] = {m: [] for m in MODES}
         for round_ in range(args.repeats + 1):  # round 0 warms up every path, not counted
             for mode in MODES:
                 topic = f"bench-write-{mode}-{uuid.uuid4().hex[:8]}"
                 admin.create_topics([NewTopic(topic, TOPIC_PARTITIONS, 1)])[topic].result(30)
-                start = time.perf_counter()
-                writer(mode, topic)()
-                elapsed = time.perf_counter() - start
+                with ProcessTree() as tree:
+                    start = time.perf_counter()
+                    writer(mode, topic)()
+                    elapsed = time.perf_counter() - start
                 written = committed_count(config, admin, topic, mode)
                 assert written == args.records, f"{mode}: {written} records, not {args.records}"
                 admin.delete_topics([topic])
                 print(f"round {round_} {mode:<14} {elapsed:7.2f}s "
-                      f"{args.records / elapsed:>12,.0f} records/s", flush=True)
+                      f"{args.records / elapsed:>12,.0f} records/s, CPU s {tree.cpu_s}",
+                      flush=True)
                 if round_:
                     seconds[mode].append(elapsed)
+                    cpu[mode].append(tree.total_cpu_s / args.records * 1e6)
         spark.stop()
 
     median = {m: statistics.median(s) for m, s in seconds.items()}
     per_s = {m: args.records / median[m] for m in MODES}
+    cpu_spread = {m: spread(cpu[m]) for m in MODES}
+    per_million = {m: cpu_spread[m]["median"] for m in MODES}
     result = {
         "records": args.records,
         "value_bytes": args.value_bytes,
@@ -145,15 +170,23 @@ def main() -> int:
         "records_per_s": per_s,
         "ratio_exactly_once_vs_at_least_once": per_s["exactly_once"] / per_s["at_least_once"],
         "ratio_exactly_once_vs_spark_kafka": per_s["exactly_once"] / per_s["spark_kafka"],
+        "records_per_s_spread": {m: spread([args.records / x for x in seconds[m]], 0)
+                                 for m in MODES},
+        "cpu_s_per_million": per_million,
+        "cpu_s_per_million_spread": cpu_spread,
+        "ratio_cpu_exactly_once_vs_spark_kafka": round(
+            per_million["exactly_once"] / per_million["spark_kafka"], 3),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "pyspark": pyspark.__version__, "load_avg_1m_at_end": os.getloadavg()[0]},
+                    "pyspark": pyspark.__version__, "load_avg_1m_at_end": os.getloadavg()[0],
+                    "librdkafka_native": librdkafka_version()},
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
     chart(result, args.out.with_suffix(".png"))
-    print(json.dumps({k: result[k] for k in ("records_per_s",
+    print(json.dumps({k: result[k] for k in ("records_per_s", "cpu_s_per_million",
                                              "ratio_exactly_once_vs_at_least_once",
-                                             "ratio_exactly_once_vs_spark_kafka")}, indent=2))
+                                             "ratio_exactly_once_vs_spark_kafka",
+                                             "ratio_cpu_exactly_once_vs_spark_kafka")}, indent=2))
     return 0
 
 

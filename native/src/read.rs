@@ -1,6 +1,7 @@
 //! `SliceReader`: consumes one partition from an offset and builds Arrow record batches.
 
 use std::ffi::{c_void, CString};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -19,6 +20,9 @@ use rdkafka_sys as rd;
 
 use crate::client::{cstr, kafka_exception, millis, Client, Shared};
 
+/// Messages taken from the consumer queue per call.
+const CONSUME_CHUNK: usize = 1_000;
+
 /// How long a fill that holds records waits for the next one before it returns them.
 const FOLLOW_WAIT_MS: i32 = 10;
 
@@ -33,6 +37,10 @@ type Event = (i32, String, i64);
 #[pyclass(module = "airflow_provider_kafka_spark._native")]
 pub struct SliceReader {
     client: Option<Client>,
+    // The consumer queue (all of the client's events are forwarded to it).
+    queue: Shared<rd::rd_kafka_queue_t>,
+    // The offset the next record is expected at (the start, then after each fill).
+    position: AtomicI64,
     topic: String,
     partition: i32,
     stop: i64,
@@ -66,8 +74,14 @@ impl SliceReader {
             Err(_) => None,
         };
         let client = Client::new(py, rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, config, false)?;
-        unsafe { rd::rd_kafka_poll_set_consumer(client.rk) };
-        let reader = SliceReader { client: Some(client), topic, partition, stop, schema, headers };
+        let queue = unsafe {
+            rd::rd_kafka_poll_set_consumer(client.rk);
+            Shared(rd::rd_kafka_queue_get_consumer(client.rk))
+        };
+        let reader = SliceReader {
+            client: Some(client), queue, position: AtomicI64::new(start), topic, partition, stop,
+            schema, headers,
+        };
         reader.assign(py, start)?;
         Ok(reader)
     }
@@ -89,6 +103,7 @@ impl SliceReader {
             let reason = unsafe { cstr(rd::rd_kafka_err2str(err)) };
             return Err(kafka_exception(py, err as i32, &reason, false, false, false));
         }
+        self.position.store(offset, Ordering::Relaxed);
         Ok(())
     }
 
@@ -105,12 +120,16 @@ impl SliceReader {
         max_records: usize,
         timeout_s: f64,
     ) -> PyResult<(Option<Bound<'py, PyAny>>, i64, Option<Event>)> {
-        let rk = self.client()?.shared();
-        let stop = self.stop;
+        self.client()?;
+        let (queue, position, stop) = (self.queue, self.position.load(Ordering::Relaxed), self.stop);
         let with_headers = self.headers.is_some();
         let (columns, next, event) = py.detach(move || {
-            consume(rk, stop, max_records, Duration::from_secs_f64(timeout_s.max(0.0)), with_headers)
+            consume(queue, position, stop, max_records,
+                    Duration::from_secs_f64(timeout_s.max(0.0)), with_headers)
         });
+        if next >= 0 {
+            self.position.store(next, Ordering::Relaxed);
+        }
         let batch = if columns.len() == 0 { None } else { Some(self.batch(columns)?.to_pyarrow(py)?) };
         Ok((batch, next, event))
     }
@@ -144,10 +163,26 @@ impl SliceReader {
     /// Leave the partition and destroy the consumer; later calls raise.
     fn close(&mut self, py: Python<'_>) {
         if let Some(client) = self.client.take() {
+            let queue = self.queue;
             py.detach(move || {
-                unsafe { rd::rd_kafka_consumer_close(client.rk) };
+                unsafe {
+                    rd::rd_kafka_queue_destroy(queue.ptr());
+                    rd::rd_kafka_consumer_close(client.rk);
+                }
                 drop(client);
             });
+        }
+    }
+}
+
+impl Drop for SliceReader {
+    fn drop(&mut self) {
+        // The queue holds a reference to the client: destroy it first, as `close` does.
+        if let Some(client) = self.client.take() {
+            unsafe {
+                rd::rd_kafka_queue_destroy(self.queue.ptr());
+                rd::rd_kafka_consumer_close(client.rk);
+            }
         }
     }
 }
@@ -274,9 +309,11 @@ unsafe fn append(builder: &mut BinaryBuilder, data: *const c_void, len: usize) {
     }
 }
 
-/// The consume loop of one fill, without the GIL (see `SliceReader.fill`).
+/// The consume loop of one fill, without the GIL (see `SliceReader.fill`): messages are
+/// taken from the consumer queue up to `CONSUME_CHUNK` at a time (one queue lock each).
 fn consume(
-    rk: Shared<rd::rd_kafka_t>,
+    queue: Shared<rd::rd_kafka_queue_t>,
+    position: i64,
     stop: i64,
     max_records: usize,
     timeout: Duration,
@@ -285,38 +322,53 @@ fn consume(
     let mut columns = Columns::new(max_records.min(65_536));
     let mut next = -1i64;
     let deadline = Instant::now() + timeout;
+    let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); CONSUME_CHUNK];
     while columns.len() < max_records {
         let wait = if columns.len() > 0 {
             FOLLOW_WAIT_MS
         } else {
             deadline.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32
         };
-        let message = unsafe { rd::rd_kafka_consumer_poll(rk.ptr(), wait) };
-        if message.is_null() {
+        // The call waits until it has `want` messages or the wait is over: never ask for more
+        // records than the range still holds (an event, such as the end of the partition,
+        // counts as a message).
+        let at = if next >= 0 { next } else { position };
+        let left = (stop - at).max(1) as usize;
+        let want = CONSUME_CHUNK.min(max_records - columns.len()).min(left);
+        let taken = unsafe {
+            rd::rd_kafka_consume_batch_queue(queue.ptr(), wait, messages.as_mut_ptr(), want)
+        };
+        if taken <= 0 {
             if columns.len() > 0 || Instant::now() >= deadline {
                 break;
             }
             continue;
         }
-        let record = unsafe { &*message };
-        if record.err as i32 != 0 {
-            let reason = unsafe { cstr(rd::rd_kafka_message_errstr(message)) };
-            let event = (record.err as i32, reason, record.offset);
+        let taken = &messages[..taken as usize];
+        let mut outcome: Option<Option<Event>> = None;
+        for &message in taken {
+            if outcome.is_some() {
+                unsafe { rd::rd_kafka_message_destroy(message) };
+                continue;
+            }
+            let record = unsafe { &*message };
+            if record.err as i32 != 0 {
+                let reason = unsafe { cstr(rd::rd_kafka_message_errstr(message)) };
+                outcome = Some(Some((record.err as i32, reason, record.offset)));
+            } else if record.offset >= stop {
+                next = stop;
+                outcome = Some(None);
+            } else {
+                unsafe { columns.push(record, with_headers) };
+                next = record.offset + 1;
+                if next >= stop {
+                    outcome = Some(None);
+                }
+            }
             unsafe { rd::rd_kafka_message_destroy(message) };
-            return (columns, next, Some(event));
         }
-        if record.offset >= stop {
-            unsafe { rd::rd_kafka_message_destroy(message) };
-            next = stop;
-            break;
-        }
-        unsafe {
-            columns.push(record, with_headers);
-            next = record.offset + 1;
-            rd::rd_kafka_message_destroy(message);
-        }
-        if next >= stop {
-            break;
+        if let Some(event) = outcome {
+            return (columns, next, event);
         }
     }
     (columns, next, None)

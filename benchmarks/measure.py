@@ -1,0 +1,94 @@
+"""What the benchmarks measure besides wall-clock time: CPU seconds of every process of a run
+and the peak RSS of Spark's Python workers."""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import psutil
+
+KINDS = ("jvm", "python", "driver")
+
+
+class ProcessTree:
+    """Samples this process and every process under it while a run is timed (every 50 ms).
+
+    CPU seconds per kind: ``jvm`` (Spark's JVM and its threads, Java producers/consumers),
+    ``python`` (Spark's Python workers or other Python children, native librdkafka threads
+    included) and ``driver`` (this process). Peak RSS of the Python children. Processes that
+    start during the run count from zero; a child's CPU after its last sample is missed (a
+    Python worker lives across runs, so little is).
+    """
+
+    def __init__(self) -> None:
+        self.cpu_s = dict.fromkeys(KINDS, 0.0)
+        self.peak_python_rss = 0
+        self.peak_python_rss_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread()
+        self._first: dict[int, float] = {}
+        self._last: dict[int, tuple[str, float]] = {}
+        self._driver_first = 0.0
+
+    def __enter__(self) -> ProcessTree:
+        self._first = {p.pid: _cpu(p) for p in psutil.Process().children(recursive=True)}
+        self._last = {}
+        self._driver_first = _cpu(psutil.Process())
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample_once(psutil.Process())
+        self.cpu_s = dict.fromkeys(KINDS, 0.0)
+        for pid, (kind, cpu) in self._last.items():
+            self.cpu_s[kind] += cpu - self._first.get(pid, 0.0)
+        self.cpu_s["driver"] = _cpu(psutil.Process()) - self._driver_first
+
+    @property
+    def total_cpu_s(self) -> float:
+        return sum(self.cpu_s.values())
+
+    def _sample(self) -> None:
+        me = psutil.Process()
+        while not self._stop.is_set():
+            self._sample_once(me)
+            time.sleep(0.05)
+
+    def _sample_once(self, me: psutil.Process) -> None:
+        rss = []
+        for child in me.children(recursive=True):
+            try:
+                kind = "jvm" if "java" in child.name().lower() else "python"
+                self._last[child.pid] = (kind, _cpu(child))
+                if kind == "python":
+                    rss.append(child.memory_info().rss)
+            except psutil.Error:
+                continue
+        if rss:
+            self.peak_python_rss = max(self.peak_python_rss, max(rss))
+            self.peak_python_rss_total = max(self.peak_python_rss_total, sum(rss))
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def timed(fn: Callable[[], float | None]) -> float:
+    """Seconds ``fn`` took, or the seconds it reports itself."""
+    started = time.perf_counter()
+    reported = fn()
+    return reported if reported is not None else time.perf_counter() - started
+
+
+def spread(values: Sequence[float], digits: int = 3) -> dict[str, float]:
+    """Median, min and max of ``values``."""
+    return {"median": round(statistics.median(values), digits),
+            "min": round(min(values), digits), "max": round(max(values), digits)}
