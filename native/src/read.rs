@@ -23,6 +23,9 @@ use crate::client::{cstr, kafka_exception, millis, Client, Shared};
 /// Messages taken from the consumer queue per call.
 const CONSUME_CHUNK: usize = 1_000;
 
+/// The longest single wait for the first records of a fill (repeated until its timeout).
+const FIRST_WAIT_SLICE_MS: i32 = 20;
+
 /// How long a fill that holds records waits for the next one before it returns them.
 const FOLLOW_WAIT_MS: i32 = 10;
 
@@ -324,14 +327,16 @@ fn consume(
     let deadline = Instant::now() + timeout;
     let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); CONSUME_CHUNK];
     while columns.len() < max_records {
+        // The call waits until it has `want` messages or the wait is over, also after an
+        // event (the end of the partition counts as one message): never ask for more records
+        // than the range still holds, and wait in slices so that a range ending in gaps
+        // (markers, aborted records) is not held for the whole timeout.
         let wait = if columns.len() > 0 {
             FOLLOW_WAIT_MS
         } else {
-            deadline.saturating_duration_since(Instant::now()).as_millis().min(i32::MAX as u128) as i32
+            deadline.saturating_duration_since(Instant::now()).as_millis()
+                .min(FIRST_WAIT_SLICE_MS as u128) as i32
         };
-        // The call waits until it has `want` messages or the wait is over: never ask for more
-        // records than the range still holds (an event, such as the end of the partition,
-        // counts as a message).
         let at = if next >= 0 { next } else { position };
         let left = (stop - at).max(1) as usize;
         let want = CONSUME_CHUNK.min(max_records - columns.len()).min(left);
