@@ -295,7 +295,7 @@ def _produce_batches(
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        producible = _producible(batch, index)
+        producible = _producible(batch, index, topic)
         if topic is not None:
             topics.add(topic)
         else:
@@ -323,8 +323,9 @@ _PRODUCE_TYPES = {"key": pa.binary(), "value": pa.binary(), "topic": pa.string()
                   "partition": pa.int32(), "timestamp": pa.int64()}
 
 
-def _producible(batch: pa.RecordBatch, index: int) -> pa.RecordBatch:
-    """The batch's columns to produce, checked and in the native producer's types.
+def _producible(batch: pa.RecordBatch, index: int, topic: str | None) -> pa.RecordBatch:
+    """The batch's columns to produce, checked and in the native producer's types; without
+    its ``topic`` column when ``topic`` names the target.
 
     Raises:
         WriteConfigError: a null ``topic``, a negative ``partition``, a header with a null key.
@@ -332,7 +333,7 @@ def _producible(batch: pa.RecordBatch, index: int) -> pa.RecordBatch:
     names = batch.schema.names
     columns: dict[str, pa.Array] = {}
     for name, wanted in _PRODUCE_TYPES.items():
-        if name in names:
+        if name in names and not (name == "topic" and topic is not None):
             column = batch.column(name)
             columns[name] = column if column.type == wanted else column.cast(wanted)
     if "topic" in columns and columns["topic"].null_count:

@@ -126,3 +126,15 @@ def test_a_python_object_in_the_config_is_refused() -> None:
     with pytest.raises(ConfigurationError, match=r"kafka_config\['oauth_cb'\].*sasl\.oauthbearer"):
         native_settings({"bootstrap.servers": "x:1", "oauth_cb": print})
     assert native_settings({"a": True, "b": 5, "c": "s"}) == {"a": "true", "b": "5", "c": "s"}
+
+
+def test_topic_argument_wins_over_a_topic_column(kafka_config: dict[str, Any],
+                                                 new_topic: Any) -> None:
+    """As Spark's sink: with topic= every row goes there, whatever (even null) its column says."""
+    topic = new_topic(partitions=1)
+    batch = pa.RecordBatch.from_pydict({"value": [b"a", b"b"],
+                                        "topic": pa.array([None, "elsewhere"], pa.string())})
+    outcome = write_partition(TaskPlan(kafka_config=kafka_config, guarantee="at_least_once",
+                                       topic=topic), 0, [batch])
+    assert (outcome.records, outcome.topics) == (2, (topic,))
+    assert sorted(r.value for r in read_committed(kafka_config, topic)) == [b"a", b"b"]
