@@ -1,6 +1,7 @@
 """The native Kafka <-> Arrow module (Rust, ``native/``): librdkafka built from source.
 
-Private: ``spark/datasource.py`` reads with :class:`SliceReader`, ``spark/transactions.py``
+Private: imported only by ``spark/native.py``; ``spark/read/datasource.py`` reads with
+:class:`SliceReader`, ``spark/write/transactions.py``
 writes with :class:`BatchProducer`. Configs are librdkafka settings as strings
 (:func:`~airflow_provider_kafka_spark.offsets.config.native_settings`). librdkafka errors are
 raised as ``confluent_kafka.KafkaException(KafkaError(...))``; a setting librdkafka does not

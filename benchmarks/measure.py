@@ -7,6 +7,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import psutil
 
@@ -92,3 +93,15 @@ def spread(values: Sequence[float], digits: int = 3) -> dict[str, float]:
     """Median, min and max of ``values``."""
     return {"median": round(statistics.median(values), digits),
             "min": round(min(values), digits), "max": round(max(values), digits)}
+
+
+def cpu_panel(ax: Any, labels: list[str], colors: list[str],
+              spreads: list[dict[str, float]], title: str) -> None:
+    """Bars of the median CPU seconds per million records, whiskers from min to max."""
+    medians = [c["median"] for c in spreads]
+    errors = [[m - c["min"] for m, c in zip(medians, spreads, strict=True)],
+              [c["max"] - m for m, c in zip(medians, spreads, strict=True)]]
+    bars = ax.bar(labels, medians, color=colors, yerr=errors, capsize=4)
+    ax.bar_label(bars, fmt="%.2f", label_type="center", color="white")
+    ax.set_ylabel("CPU seconds per million records (all processes)")
+    ax.set_title(f"{title} (bars: median, whiskers: min-max)", fontsize=10)

@@ -42,7 +42,6 @@ import pyarrow as pa  # noqa: E402
 import pyspark  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from airflow_provider_kafka_spark._native import BatchProducer, librdkafka_version  # noqa: E402
 from airflow_provider_kafka_spark.offsets import (  # noqa: E402
     OffsetRanges,
     PartitionRange,
@@ -56,7 +55,8 @@ from airflow_provider_kafka_spark.spark import (  # noqa: E402
     read_split,
     spark_session,
 )
-from benchmarks.measure import ProcessTree, spread, timed  # noqa: E402
+from airflow_provider_kafka_spark.spark.native import BatchProducer, librdkafka_version  # noqa: E402
+from benchmarks.measure import ProcessTree, cpu_panel, spread, timed  # noqa: E402
 from tools.local_broker import local_broker  # noqa: E402
 
 
@@ -166,15 +166,8 @@ def chart(result: dict[str, Any], path: Path) -> None:
     speed.set_ylabel("records per second (thousands), median")
     speed.set_title(f"python/spark-kafka = {result['ratio_python_vs_spark_kafka']:.2f}x, "
                     f"python/raw = {result['ratio_python_vs_raw']:.2f}x", fontsize=10)
-    cpu = [result["engines"][k]["cpu_s_per_million"] for k in ENGINES]
-    medians = [c["median"] for c in cpu]
-    errors = [[m - c["min"] for m, c in zip(medians, cpu, strict=True)],
-              [c["max"] - m for m, c in zip(medians, cpu, strict=True)]]
-    bars = cost.bar(labels, medians, color=colors, yerr=errors, capsize=4)
-    cost.bar_label(bars, fmt="%.2f", label_type="center", color="white")
-    cost.set_ylabel("CPU seconds per million records (all processes)")
-    cost.set_title(f"CPU python/spark-kafka = {result['ratio_cpu_python_vs_spark_kafka']:.2f}x "
-                   "(bars: median, whiskers: min-max)", fontsize=10)
+    cpu_panel(cost, labels, colors, [result["engines"][k]["cpu_s_per_million"] for k in ENGINES],
+              f"CPU python/spark-kafka = {result['ratio_cpu_python_vs_spark_kafka']:.2f}x")
     fig.suptitle(f"Bounded read of {result['records']:,} records x {result['record_bytes']} B, "
                  f"{result['partitions']} partitions, {result['spark_cores']} cores, "
                  f"{result['repeats']} interleaved rounds", fontsize=11)

@@ -39,13 +39,13 @@ import pyspark  # noqa: E402
 from confluent_kafka import IsolationLevel, TopicPartition  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec  # noqa: E402
 
-from airflow_provider_kafka_spark._native import librdkafka_version  # noqa: E402
 from airflow_provider_kafka_spark.spark import (  # noqa: E402
     fetch_spark_kafka_jars,
     spark_session,
     write_kafka,
 )
-from benchmarks.measure import ProcessTree, spread  # noqa: E402
+from airflow_provider_kafka_spark.spark.native import librdkafka_version  # noqa: E402
+from benchmarks.measure import ProcessTree, cpu_panel, spread  # noqa: E402
 from tests.integration.write_kafka_support import read_committed  # noqa: E402
 from tools.local_broker import local_broker  # noqa: E402
 
@@ -79,16 +79,8 @@ def chart(result: dict[str, Any], path: Path) -> None:
     speed.set_title(f"exactly_once/spark = {result['ratio_exactly_once_vs_spark_kafka']:.2f}x, "
                     f"exactly_once/at_least_once = "
                     f"{result['ratio_exactly_once_vs_at_least_once']:.2f}x", fontsize=10)
-    cpu = [result["cpu_s_per_million_spread"][m] for m in MODES]
-    medians = [c["median"] for c in cpu]
-    errors = [[m - c["min"] for m, c in zip(medians, cpu, strict=True)],
-              [c["max"] - m for m, c in zip(medians, cpu, strict=True)]]
-    bars = cost.bar(labels, medians, color=colors, yerr=errors, capsize=4)
-    cost.bar_label(bars, fmt="%.2f", label_type="center", color="white")
-    cost.set_ylabel("CPU seconds per million records (all processes)")
-    cost.set_title(f"CPU exactly_once/spark = "
-                   f"{result['ratio_cpu_exactly_once_vs_spark_kafka']:.2f}x "
-                   "(median, whiskers min-max)", fontsize=10)
+    cpu_panel(cost, labels, colors, [result["cpu_s_per_million_spread"][m] for m in MODES],
+              f"CPU exactly_once/spark = {result['ratio_cpu_exactly_once_vs_spark_kafka']:.2f}x")
     fig.suptitle(f"Write throughput: {result['records']:,} x {result['value_bytes']} B, "
                  f"{result['spark_master']}, {result['df_partitions']} partitions, "
                  f"{result['repeats']} interleaved rounds", fontsize=11)

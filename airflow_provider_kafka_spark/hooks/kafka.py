@@ -23,15 +23,15 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import amask_secret, mask_secret
 from confluent_kafka import KafkaException
 
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    KafkaSparkError,
+    OffsetResolutionError,
+)
 from airflow_provider_kafka_spark.offsets.config import (
     client_config,
     cluster_name,
     is_secret_key,
-)
-from airflow_provider_kafka_spark.offsets.errors import (
-    ConfigurationError,
-    KafkaSparkError,
-    OffsetResolutionError,
 )
 from airflow_provider_kafka_spark.offsets.resolve import admin_client, cluster_failure
 

@@ -21,7 +21,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
+from airflow_provider_kafka_spark.errors import ConfigurationError
 
 _SECRET_PARTS = ("password", "token", "secret", "user.info", "key.password")
 

@@ -22,7 +22,7 @@ from urllib.parse import quote, urlsplit
 from airflow.sdk import BaseHook
 from airflow.sdk.log import mask_secret
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
+from airflow_provider_kafka_spark.errors import ConfigurationError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

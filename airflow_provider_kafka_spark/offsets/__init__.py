@@ -12,8 +12,7 @@ No Airflow and no Spark here: only confluent-kafka. Usable from any Python job::
     )
 """
 
-from airflow_provider_kafka_spark.offsets.config import consumer_config
-from airflow_provider_kafka_spark.offsets.errors import (
+from airflow_provider_kafka_spark.errors import (
     CommitError,
     ConfigurationError,
     DataLossError,
@@ -25,6 +24,7 @@ from airflow_provider_kafka_spark.offsets.errors import (
     OffsetSpecError,
     PinnedRequestChangedError,
 )
+from airflow_provider_kafka_spark.offsets.config import consumer_config
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.resolve import (
     CommitResult,

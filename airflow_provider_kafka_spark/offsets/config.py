@@ -13,17 +13,16 @@ import logging
 import math
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, KafkaAuthenticationError
+from airflow_provider_kafka_spark.errors import ConfigurationError, KafkaAuthenticationError
 from airflow_provider_kafka_spark.offsets.specs import shown
+from airflow_provider_kafka_spark.options import ISOLATION_LEVELS, IsolationLevel
 
 log = logging.getLogger(__name__)
 
-IsolationLevel = Literal["read_committed", "read_uncommitted"]
-ISOLATION_LEVELS: tuple[str, ...] = ("read_committed", "read_uncommitted")
 MAX_TIMEOUT = 3600.0
 """The longest timeout in seconds: librdkafka's admin requests take at most one hour."""
 
@@ -197,14 +196,14 @@ def native_settings(config: Mapping[str, Any]) -> dict[str, str]:
     settings: dict[str, str] = {}
     for key, value in config.items():
         if isinstance(value, bool):
-            settings[key] = "true" if value else "false"
+            settings[str(key)] = "true" if value else "false"
         elif isinstance(value, str | int | float):
-            settings[key] = str(value)
+            settings[str(key)] = str(value)
         else:
             raise ConfigurationError(
-                f"kafka_config[{key!r}] is a {type(value).__name__}: the Spark reader and writer "
-                "take librdkafka's string, number and boolean settings only. Remove it; for "
-                "OAUTHBEARER use sasl.oauthbearer.* settings instead of oauth_cb."
+                f"kafka_config[{key!r}] is a {type(value).__name__}; Spark executors only receive "
+                "string, number or boolean settings. Remove callbacks and objects from the "
+                "config (for OAUTHBEARER use sasl.oauthbearer.* settings instead of oauth_cb)."
             )
     return settings
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Producer
 
+from airflow_provider_kafka_spark.errors import InternalTopicError, PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.config import client_config
-from airflow_provider_kafka_spark.offsets.errors import InternalTopicError, PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     ensure_compacted_topic,
     partition_for,

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from airflow_provider_kafka_spark.errors import ConfigurationError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.specs import (
     MAX_OFFSET,
     check_offset,

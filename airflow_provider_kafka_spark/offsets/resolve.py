@@ -24,6 +24,15 @@ from confluent_kafka import (
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
+from airflow_provider_kafka_spark.errors import (
+    CommitError,
+    ConfigurationError,
+    DataLossError,
+    IntervalNotCompleteError,
+    KafkaSparkError,
+    OffsetResolutionError,
+    OffsetSpecError,
+)
 from airflow_provider_kafka_spark.offsets.config import (
     AuthenticationWatch,
     check_isolation_level,
@@ -32,15 +41,6 @@ from airflow_provider_kafka_spark.offsets.config import (
     cluster_name,
     consumer_config,
     new_client,
-)
-from airflow_provider_kafka_spark.offsets.errors import (
-    CommitError,
-    ConfigurationError,
-    DataLossError,
-    IntervalNotCompleteError,
-    KafkaSparkError,
-    OffsetResolutionError,
-    OffsetSpecError,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import (

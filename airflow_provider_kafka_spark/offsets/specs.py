@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from airflow_provider_kafka_spark.offsets.errors import OffsetSpecError
+from airflow_provider_kafka_spark.errors import OffsetSpecError
+from airflow_provider_kafka_spark.options import is_topic_name
 
 TopicPartitionKey = tuple[str, int]
 
@@ -29,7 +30,6 @@ MAX_TIMESTAMP_MILLIS = 253_402_300_799_999
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # ASCII only: str.isdigit() also accepts '١' and '²', which int() then refuses or converts.
 _ASCII_DIGITS = re.compile(r"[0-9]+")
-_TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 # Longer digit strings are out of every range here (and int() refuses 4300+ digits).
 _MAX_DIGITS = 19
 _SHORT = reprlib.Repr()
@@ -60,7 +60,7 @@ def shown(value: object) -> str:
 def check_topic_name(topic: object, where: str) -> str:
     """``topic`` if it can name a Kafka topic, else :class:`OffsetSpecError` (``where``
     says whose topic it is)."""
-    if isinstance(topic, str) and _TOPIC_NAME.fullmatch(topic) and topic not in (".", ".."):
+    if is_topic_name(topic):
         return topic
     raise OffsetSpecError(
         f"{where}: {shown(topic)} is not a Kafka topic name; topic names are 1 to 249 of the "

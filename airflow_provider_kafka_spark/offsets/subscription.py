@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from airflow_provider_kafka_spark.offsets.errors import OffsetResolutionError, OffsetSpecError
+from airflow_provider_kafka_spark.errors import OffsetResolutionError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.specs import check_partition, check_topic_name, shown
 
 INTERNAL_TOPIC_PREFIX = "_kafka_spark_"

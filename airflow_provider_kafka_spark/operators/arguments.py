@@ -1,4 +1,5 @@
-"""Checks of the operators', sensors' and triggers' arguments.
+"""When the operators', sensors' and triggers' arguments are checked (the checks themselves
+are :mod:`airflow_provider_kafka_spark.options`).
 
 Every failed check is a :class:`ConfigurationError` that names the task (or the trigger), the
 argument, the value and what to pass instead, e.g.::
@@ -19,22 +20,15 @@ No Spark import here: the checks run while the DAG file is parsed.
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Collection, Mapping
-from datetime import timedelta
+from collections.abc import Mapping
 from os import PathLike
 from typing import Any
 
-from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges, OffsetSpecError
+from airflow_provider_kafka_spark.offsets import OffsetRanges, OffsetSpecError
+from airflow_provider_kafka_spark.options import shown
 
 TEMPLATE_MARKERS: tuple[str, ...] = ("{{", "{%", "{#")
 """A string holding one of these is a Jinja template (Airflow's default delimiters)."""
-
-TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
-"""A legal Kafka topic name (Kafka's own rule; ``.`` and ``..`` excepted)."""
-
-_INT_TEXT = re.compile(r"\s*\+?\d+\s*")
 
 
 def is_templated(value: Any) -> bool:
@@ -54,106 +48,6 @@ def checkable(value: Any, *, rendered: bool) -> bool:
     """Whether a template field's value can be checked now: always once rendered; before,
     only when it is a literal."""
     return rendered or not is_templated(value)
-
-
-def shown(value: Any, limit: int = 120) -> str:
-    """``repr(value)``, cut to ``limit`` characters for the error message."""
-    text = repr(value)
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."
-
-
-def bad_argument(owner: str, name: str, value: Any, expected: str,
-                 problem: str = "is not valid") -> ConfigurationError:
-    """``<owner>: <name>=<value> <problem>; <expected>.`` as a :class:`ConfigurationError`."""
-    return ConfigurationError(f"{owner}: {name}={shown(value)} {problem}; {expected.rstrip('.')}.")
-
-
-def check_bool(owner: str, name: str, value: Any) -> bool:
-    """``value`` if it is a bool (``0``, ``1``, ``"false"``... are not)."""
-    if not isinstance(value, bool):
-        raise bad_argument(owner, name, value, f"pass True or False (a bool, not "
-                                               f"{type(value).__name__})")
-    return value
-
-
-def check_choice(owner: str, name: str, value: Any, choices: Collection[str], *,
-                 ignore_case: bool = False) -> str:
-    """``value`` (lower-cased with ``ignore_case``) if it is one of ``choices``."""
-    found = value.lower() if ignore_case and isinstance(value, str) else value
-    if not isinstance(found, str) or found not in choices:
-        raise bad_argument(owner, name, value,
-                           f"pass one of {', '.join(repr(c) for c in choices)}")
-    return found
-
-
-def check_positive_int(owner: str, name: str, value: Any, *, meaning: str, example: int,
-                       allow_none: bool = False, allow_text: bool = False) -> int | None:
-    """``value`` as an int ``>= 1``; ``None`` passes with ``allow_none``; a string of digits
-    (what a template renders to) with ``allow_text``. Bools and floats never pass."""
-    if value is None and allow_none:
-        return None
-    if allow_text and isinstance(value, str) and _INT_TEXT.fullmatch(value):
-        value = int(value)
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    expected = f"pass a positive int ({meaning}), e.g. {name}={example}"
-    if allow_none:
-        expected += ", or None for the default"
-    problem = ("is a bool, not a number" if isinstance(value, bool)
-               else "is not a whole number" if isinstance(value, float) else "is not valid")
-    raise bad_argument(owner, name, value, expected, problem)
-
-
-def check_seconds(owner: str, name: str, value: Any, *, meaning: str, example: float,
-                  allow_none: bool = False) -> float | None:
-    """``value`` as seconds ``> 0`` (an int, a float or a ``timedelta``); ``None`` passes with
-    ``allow_none``. Bools, strings, NaN and infinity never pass."""
-    if value is None and allow_none:
-        return None
-    seconds = value.total_seconds() if isinstance(value, timedelta) else value
-    if isinstance(seconds, int | float) and not isinstance(seconds, bool) \
-            and math.isfinite(seconds) and seconds > 0:
-        return float(seconds)
-    expected = f"pass a positive number of seconds or a timedelta ({meaning}), e.g. {name}={example}"
-    if allow_none:
-        expected += ", or None"
-    problem = ("is a bool, not a number" if isinstance(value, bool)
-               else "is not a number" if not isinstance(seconds, int | float)
-               else "is not a positive, finite duration")
-    raise bad_argument(owner, name, value, expected, problem)
-
-
-def check_text(owner: str, name: str, value: Any, *, meaning: str,
-               allow_none: bool = False) -> str | None:
-    """``value`` stripped, if it is a non-empty string; ``None`` passes with ``allow_none``."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, str) and value.strip():
-        return value.strip()
-    expected = f"pass {meaning}" + (", or None" if allow_none else "")
-    raise bad_argument(owner, name, value, expected,
-                       "is empty" if isinstance(value, str) else "is not a string")
-
-
-def check_topic_name(owner: str, name: str, value: Any) -> str:
-    """``value`` stripped, if it is a legal Kafka topic name."""
-    topic = check_text(owner, name, value, meaning="a Kafka topic name")
-    assert topic is not None
-    if not TOPIC_NAME.fullmatch(topic) or topic in (".", ".."):
-        raise bad_argument(owner, name, value, "a Kafka topic name is 1 to 249 letters, digits, "
-                                               "'.', '_' or '-'", "is not a legal topic name")
-    return topic
-
-
-def check_mapping(owner: str, name: str, value: Any, *, meaning: str,
-                  allow_none: bool = True) -> dict[str, Any]:
-    """``value`` as a dict with non-empty string keys; ``None`` is ``{}`` with ``allow_none``."""
-    if value is None and allow_none:
-        return {}
-    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k for k in value):
-        raise bad_argument(owner, name, value, f"pass a dict of {meaning} with string keys"
-                                               + (", or None" if allow_none else ""))
-    return dict(value)
 
 
 def parse_ranges(owner: str, ranges: Any) -> OffsetRanges:

@@ -21,7 +21,8 @@ from airflow_provider_kafka_spark.offsets import (
     OffsetSpecError,
     Subscription,
 )
-from airflow_provider_kafka_spark.operators.arguments import check_text, checkable, shown
+from airflow_provider_kafka_spark.operators.arguments import checkable
+from airflow_provider_kafka_spark.options import check_text, shown
 
 SUBSCRIPTION_FIELDS: tuple[str, ...] = ("topics", "topic_pattern", "partitions")
 """The templated subscription arguments: exactly one of them is given."""

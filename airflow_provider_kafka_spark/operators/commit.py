@@ -12,15 +12,10 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
 )
 from airflow_provider_kafka_spark.operators import metrics
-from airflow_provider_kafka_spark.operators.arguments import (
-    check_bool,
-    check_seconds,
-    check_text,
-    checkable,
-    parse_ranges,
-)
+from airflow_provider_kafka_spark.operators.arguments import checkable, parse_ranges
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, bool_param
 from airflow_provider_kafka_spark.operators.lineage import Lineage, OpenLineageMixin, kafka_authority
+from airflow_provider_kafka_spark.options import check_bool, check_seconds, check_text
 
 
 class KafkaCommitOffsetsOperator(OpenLineageMixin, KafkaSparkBaseOperator):

@@ -14,18 +14,7 @@ from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges
 from airflow_provider_kafka_spark.operators import metrics
-from airflow_provider_kafka_spark.operators.arguments import (
-    bad_argument,
-    check_bool,
-    check_choice,
-    check_mapping,
-    check_positive_int,
-    check_text,
-    check_topic_name,
-    checkable,
-    parse_ranges,
-    shown,
-)
+from airflow_provider_kafka_spark.operators.arguments import checkable, parse_ranges
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
 from airflow_provider_kafka_spark.operators.lineage import (
     Lineage,
@@ -34,9 +23,25 @@ from airflow_provider_kafka_spark.operators.lineage import (
     kafka_authority,
     output_asset_uri,
 )
+from airflow_provider_kafka_spark.options import (
+    DATA_LOSS_CHOICES,
+    DATA_SOURCE_NAME,
+    DECODE_FORMATS,
+    DELIVERY_GUARANTEES,
+    ENGINES,
+    ON_CORRUPT,
+    REGISTRY_FORMATS,
+    bad_argument,
+    check_bool,
+    check_choice,
+    check_mapping,
+    check_positive_int,
+    check_text,
+    check_topic_name,
+    shown,
+)
 from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink
 from airflow_provider_kafka_spark.sinks.base import error_line
-from airflow_provider_kafka_spark.sinks.files import FORMAT_NAME
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -47,16 +52,6 @@ __all__ = ["MANIFEST_NAME", "SQL_VIEW", "KafkaSparkIngestOperator", "default_wri
 
 SQL_VIEW = "kafka"
 """The temporary view ``sql=`` queries: the records read, in the Kafka source's schema."""
-ENGINES: tuple[str, ...] = ("python", "spark-kafka")
-"""``read_kafka``'s engines (``spark.read.ENGINES``, not imported: it would import Spark while
-the DAG file is parsed; a unit test keeps the two equal)."""
-DELIVERY_GUARANTEES: tuple[str, ...] = ("none", "at_least_once", "exactly_once")
-"""``write_kafka``'s guarantees (``spark.transactions.DELIVERY_GUARANTEES``, likewise)."""
-DATA_LOSS_CHOICES: tuple[str, ...] = ("fail", "skip")
-REGISTRY_FORMATS: tuple[str, ...] = ("avro", "protobuf", "json_schema")
-DECODE_FORMATS: tuple[str, ...] = ("bytes", "string", "json", *REGISTRY_FORMATS)
-"""``decode_kafka``'s formats (``spark.decode.FORMATS``, likewise not imported)."""
-ON_CORRUPT: tuple[str, ...] = ("fail", "skip", "dead_letter")
 FILE_ONLY = ("output_options", "partition_by")
 KAFKA_ONLY = ("output_kafka_conn_id", "transactional_id_prefix", "write_id")
 
@@ -344,7 +339,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
 
     def _check_format(self) -> None:
         value = self.output_format
-        if not isinstance(value, str) or not FORMAT_NAME.fullmatch(value.strip()):
+        if not isinstance(value, str) or not DATA_SOURCE_NAME.fullmatch(value.strip()):
             raise bad_argument(self.task_id, "output_format", value,
                                "pass a Spark data source name such as 'parquet', 'json', 'csv', "
                                "'orc', or 'avro' (with its package)")

@@ -16,14 +16,7 @@ from airflow_provider_kafka_spark.offsets import (
 from airflow_provider_kafka_spark.offsets.config import ISOLATION_LEVELS
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey, pin_ranges, pinned_ranges
 from airflow_provider_kafka_spark.operators import metrics
-from airflow_provider_kafka_spark.operators.arguments import (
-    check_bool,
-    check_choice,
-    check_seconds,
-    check_text,
-    check_topic_name,
-    checkable,
-)
+from airflow_provider_kafka_spark.operators.arguments import checkable
 from airflow_provider_kafka_spark.operators.base import (
     SUBSCRIPTION_FIELDS,
     KafkaSparkBaseOperator,
@@ -34,6 +27,13 @@ from airflow_provider_kafka_spark.operators.base import (
     ranges_table,
 )
 from airflow_provider_kafka_spark.operators.lineage import Lineage, OpenLineageMixin, kafka_authority
+from airflow_provider_kafka_spark.options import (
+    check_bool,
+    check_choice,
+    check_seconds,
+    check_text,
+    check_topic_name,
+)
 
 
 class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSparkBaseOperator):

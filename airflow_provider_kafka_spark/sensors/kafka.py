@@ -16,13 +16,7 @@ from airflow_provider_kafka_spark.offsets import (
     Timestamp,
     parse_offset_spec,
 )
-from airflow_provider_kafka_spark.operators.arguments import (
-    bad_argument,
-    check_bool,
-    check_positive_int,
-    check_seconds,
-    checkable,
-)
+from airflow_provider_kafka_spark.operators.arguments import checkable
 from airflow_provider_kafka_spark.operators.base import (
     SUBSCRIPTION_FIELDS,
     KafkaConnectionMixin,
@@ -32,6 +26,7 @@ from airflow_provider_kafka_spark.operators.base import (
     check_conn_id,
     subscription_kwargs,
 )
+from airflow_provider_kafka_spark.options import bad_argument, check_bool, check_positive_int, check_seconds
 from airflow_provider_kafka_spark.triggers.kafka import (
     Check,
     KafkaBaseTrigger,

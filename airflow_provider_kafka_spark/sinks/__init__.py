@@ -24,7 +24,8 @@ import this package while a DAG file is parsed. Imports point one way:
         raise
 """
 
-from airflow_provider_kafka_spark.sinks.base import Sink, SinkError
+from airflow_provider_kafka_spark.errors import SinkError
+from airflow_provider_kafka_spark.sinks.base import Sink
 from airflow_provider_kafka_spark.sinks.files import MANIFEST_NAME, FileSink
 from airflow_provider_kafka_spark.sinks.kafka import KafkaSink
 

@@ -6,15 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
-
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-
-class SinkError(KafkaSparkError):
-    """A sink could not finish: the file sink could not move its staged output into place
-    (the message says what is where on the file system, and what to do)."""
 
 
 class Sink(ABC):

@@ -77,7 +77,6 @@ import json
 import logging
 import os
 import posixpath
-import re
 import shutil
 import uuid
 from abc import ABC, abstractmethod
@@ -87,8 +86,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlsplit
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
-from airflow_provider_kafka_spark.sinks.base import Sink, SinkError, cut, error_line
+from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError
+from airflow_provider_kafka_spark.options import DATA_SOURCE_NAME
+from airflow_provider_kafka_spark.sinks.base import Sink, cut, error_line
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -98,14 +98,12 @@ log = logging.getLogger(__name__)
 MANIFEST_NAME = "_kafka_spark_manifest.json"
 """The manifest file in each output folder; Spark's readers skip names starting with ``_``."""
 STAGING_MARK = "._kafka_spark_staging-"
+"""``.<name>`` + this + ``<token>``: the folder an attempt writes before the swap."""
 DEAD_LETTER_FOLDER = "_dead_letter"
 """The folder of undecodable records inside an output folder (Parquet; skipped by readers of
 the output, like every name starting with ``_``)."""
-"""``.<name>`` + this + ``<token>``: the folder an attempt writes before the swap."""
 PREVIOUS_MARK = "._kafka_spark_previous-"
 """``.<name>`` + this + ``<token>``: where the previous output waits during the swap."""
-FORMAT_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
-"""What a Spark data source name looks like: ``parquet``, ``avro``, ``org.example.Format``."""
 
 _OPTION_TYPES = (str, int, float, bool)
 
@@ -119,7 +117,7 @@ def check_file_sink_arguments(path: Any, format: Any, options: Any, partition_by
             f"{owner}: path={path!r} is not valid; pass the folder of the output, e.g. "
             "'s3a://lake/events/2024-05-01T00' or '/data/events/2024-05-01T00'."
         )
-    if not isinstance(format, str) or not FORMAT_NAME.fullmatch(format.strip()):
+    if not isinstance(format, str) or not DATA_SOURCE_NAME.fullmatch(format.strip()):
         raise ConfigurationError(
             f"{owner}: format={format!r} is not valid; pass a Spark data source name such "
             "as 'parquet', 'json', 'csv', 'orc', or 'avro' (with its package)."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
+from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.sinks.base import Sink
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ KafkaConfig = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
 class KafkaSink(Sink):
     """Write a DataFrame to the Kafka topic ``topic`` with
-    :func:`~airflow_provider_kafka_spark.spark.write.write_kafka`.
+    :func:`~airflow_provider_kafka_spark.spark.write.writer.write_kafka`.
 
     There is nothing to stage: with ``delivery_guarantee="exactly_once"`` each Spark task
     commits its own Kafka transaction (recorded in the ledger under ``write_id``, so a re-run
@@ -71,8 +71,8 @@ class KafkaSink(Sink):
         Raises:
             WriteConfigError: a column ``write_kafka`` does not take, or no ``value``.
         """
-        from airflow_provider_kafka_spark.spark.write import ACCEPTED_COLUMNS
-        from airflow_provider_kafka_spark.spark.write_errors import WriteConfigError
+        from airflow_provider_kafka_spark.errors import WriteConfigError
+        from airflow_provider_kafka_spark.spark.write.writer import ACCEPTED_COLUMNS
 
         columns = self._selected(shaped).columns
         unknown = [c for c in columns if c not in ACCEPTED_COLUMNS]
@@ -89,7 +89,7 @@ class KafkaSink(Sink):
         """``write_kafka`` (one call for the output and the dead letters); returns
         :meth:`describe` with ``records_written`` and ``skipped_tasks``."""
         from airflow_provider_kafka_spark.spark import kafka_errors
-        from airflow_provider_kafka_spark.spark.write import write_kafka
+        from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 
         config = self._kafka_config() if callable(self._kafka_config) else self._kafka_config
         records, topic = self._selected(df), self.topic

@@ -8,41 +8,39 @@
     df = read_kafka(spark_session(), ranges, config)
 """
 
-from airflow_provider_kafka_spark.spark.datasource import (
+from airflow_provider_kafka_spark.errors import (
+    DecodeError,
+    DeliveryError,
+    InputTruncatedError,
+    KafkaReadError,
+    KafkaWriteError,
+    LedgerError,
+    ProducerFencedError,
+    SchemaRegistryError,
+    SparkKafkaJarsError,
+    SparkKafkaSourceMissingError,
+    TransactionError,
+    TransactionInitTimeoutError,
+    WriteConfigError,
+    kafka_errors,
+)
+from airflow_provider_kafka_spark.spark.formats import Subject
+from airflow_provider_kafka_spark.spark.read.datasource import (
     FORMAT_NAME,
     KafkaBoundedDataSource,
     read_split,
 )
-from airflow_provider_kafka_spark.spark.decode import decode_kafka
-from airflow_provider_kafka_spark.spark.errors import (
-    DecodeError,
-    KafkaReadError,
-    SchemaRegistryError,
-    SparkKafkaSourceMissingError,
-    kafka_errors,
-)
-from airflow_provider_kafka_spark.spark.formats import Subject
-from airflow_provider_kafka_spark.spark.read import LostOffsets, read_kafka
+from airflow_provider_kafka_spark.spark.read.decode import decode_kafka
+from airflow_provider_kafka_spark.spark.read.reader import LostOffsets, read_kafka
+from airflow_provider_kafka_spark.spark.read.splits import plan_splits
+from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, summarize
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.session import (
-    SparkKafkaJarsError,
     fetch_spark_kafka_jars,
     spark_kafka_package,
     spark_session,
 )
-from airflow_provider_kafka_spark.spark.splits import plan_splits
-from airflow_provider_kafka_spark.spark.summary import PartitionSummary, summarize
-from airflow_provider_kafka_spark.spark.write import WriteResult, write_kafka
-from airflow_provider_kafka_spark.spark.write_errors import (
-    DeliveryError,
-    InputTruncatedError,
-    KafkaWriteError,
-    LedgerError,
-    ProducerFencedError,
-    TransactionError,
-    TransactionInitTimeoutError,
-    WriteConfigError,
-)
+from airflow_provider_kafka_spark.spark.write.writer import WriteResult, write_kafka
 
 __all__ = [
     "FORMAT_NAME",

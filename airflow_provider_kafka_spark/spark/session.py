@@ -22,7 +22,7 @@ from pathlib import Path
 import pyspark
 from pyspark.sql import SparkSession
 
-from airflow_provider_kafka_spark.offsets.errors import KafkaSparkError
+from airflow_provider_kafka_spark.errors import SparkKafkaJarsError
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +36,6 @@ _DEFAULT_CONF: dict[str, str] = {
     # Kafka timestamps are UTC epoch milliseconds; show them as such.
     "spark.sql.session.timeZone": "UTC",
 }
-
-
-class SparkKafkaJarsError(KafkaSparkError):
-    """The jars of Spark's ``kafka`` source could not be fetched with Maven."""
 
 
 def spark_kafka_package(spark_version: str | None = None) -> str:

@@ -27,11 +27,6 @@ from airflow_provider_kafka_spark.offsets import (
     list_partitions,
     timestamp_stops,
 )
-from airflow_provider_kafka_spark.operators.arguments import (
-    bad_argument,
-    check_positive_int,
-    check_seconds,
-)
 from airflow_provider_kafka_spark.operators.base import (
     Partitions,
     Topics,
@@ -39,6 +34,7 @@ from airflow_provider_kafka_spark.operators.base import (
     subscription_from,
     subscription_kwargs,
 )
+from airflow_provider_kafka_spark.options import bad_argument, check_positive_int, check_seconds
 
 Key = tuple[str, int]
 

@@ -334,22 +334,10 @@ impl<'a> Rows<'a> {
             Some(array) => need(array.as_binary_opt::<i32>(), "value", "binary")?,
             None => return Err("the batch has no 'value' column".to_string()),
         };
-        let key = match column("key") {
-            Some(array) => Some(need(array.as_binary_opt::<i32>(), "key", "binary")?),
-            None => None,
-        };
-        let topic = match column("topic") {
-            Some(array) => Some(need(array.as_string_opt::<i32>(), "topic", "string")?),
-            None => None,
-        };
-        let partition = match column("partition") {
-            Some(array) => Some(need(array.as_primitive_opt::<Int32Type>(), "partition", "int32")?),
-            None => None,
-        };
-        let timestamp = match column("timestamp") {
-            Some(array) => Some(need(array.as_primitive_opt::<Int64Type>(), "timestamp", "int64")?),
-            None => None,
-        };
+        let key = column("key").map(|a| need(a.as_binary_opt::<i32>(), "key", "binary")).transpose()?;
+        let topic = column("topic").map(|a| need(a.as_string_opt::<i32>(), "topic", "string")).transpose()?;
+        let partition = column("partition").map(|a| need(a.as_primitive_opt::<Int32Type>(), "partition", "int32")).transpose()?;
+        let timestamp = column("timestamp").map(|a| need(a.as_primitive_opt::<Int64Type>(), "timestamp", "int64")).transpose()?;
         let headers = match column("headers") {
             Some(array) => {
                 let list = need(array.as_list_opt::<i32>(), "headers", "a list")?;

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_spark.errors import WriteConfigError
 from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
-from airflow_provider_kafka_spark.spark.write_errors import WriteConfigError
 from tests.dags.test_hourly_and_adhoc import T0
 from tests.kafka_data import produce
 

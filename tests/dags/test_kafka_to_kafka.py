@@ -21,7 +21,7 @@ def ledger_ready(kafka_admin: Any) -> None:
     """The write ledger topic exists and every partition has a leader. (A write that creates
     the ledger itself can fail right after with "Not leader for partition", reported to the
     ``spark/write`` owner; this test is about the DAG.)"""
-    from airflow_provider_kafka_spark.spark.ledger import ensure_ledger_topic
+    from airflow_provider_kafka_spark.spark.write.ledger import ensure_ledger_topic
 
     partitions = ensure_ledger_topic(kafka_admin, "_kafka_spark_ledger")
     request = {TopicPartition("_kafka_spark_ledger", p): OffsetSpec.latest()

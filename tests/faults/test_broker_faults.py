@@ -18,7 +18,7 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
 )
 from airflow_provider_kafka_spark.spark import TransactionInitTimeoutError, read_kafka, write_kafka
-from airflow_provider_kafka_spark.spark.transactions import transactional_id
+from airflow_provider_kafka_spark.spark.write.transactions import transactional_id
 from tests.faults.conftest import (
     Background,
     group_coordinator,

@@ -38,7 +38,7 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_provider_kafka_spark.offsets.resolve import admin_client
-from airflow_provider_kafka_spark.spark.ledger import (
+from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerKey,
     ensure_ledger_topic,
     ledger_end_offset,
@@ -46,8 +46,8 @@ from airflow_provider_kafka_spark.spark.ledger import (
     ledger_start_offset,
     read_ledger,
 )
-from airflow_provider_kafka_spark.spark.transactions import write_partition
-from airflow_provider_kafka_spark.spark.write import prepare_exactly_once, write_kafka
+from airflow_provider_kafka_spark.spark.write.transactions import write_partition
+from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
 from tests.integration.write_kafka_support import (
     expected_keys,
     partition_batches,

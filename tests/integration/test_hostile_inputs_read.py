@@ -29,7 +29,7 @@ from airflow_provider_kafka_spark.spark import (
     read_kafka,
     summarize,
 )
-from airflow_provider_kafka_spark.spark.datasource import read_options
+from airflow_provider_kafka_spark.spark.read.datasource import read_options
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -10,17 +10,16 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Producer
 
-from airflow_provider_kafka_spark._native import librdkafka_version
+from airflow_provider_kafka_spark.errors import ConfigurationError, WriteConfigError
 from airflow_provider_kafka_spark.offsets import PartitionRange
 from airflow_provider_kafka_spark.offsets.config import native_settings
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
 from airflow_provider_kafka_spark.spark import read_split
-from airflow_provider_kafka_spark.spark.transactions import (
+from airflow_provider_kafka_spark.spark.native import librdkafka_version
+from airflow_provider_kafka_spark.spark.write.transactions import (
     TaskPlan,
     check_producer_config,
     write_partition,
 )
-from airflow_provider_kafka_spark.spark.write_errors import WriteConfigError
 from tests.integration.write_kafka_support import read_committed
 
 pytestmark = pytest.mark.integration

@@ -9,6 +9,7 @@ import uuid
 import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from airflow_provider_kafka_spark.errors import PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets import (
     DataLossError,
     IntervalNotCompleteError,
@@ -20,7 +21,6 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
     timestamp_stops,
 )
-from airflow_provider_kafka_spark.offsets.errors import PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.pins import (
     RunKey,
     pin_ranges,

@@ -34,7 +34,7 @@ from airflow_provider_kafka_spark.spark import (
     summarize,
 )
 from airflow_provider_kafka_spark.spark import read as read_module
-from airflow_provider_kafka_spark.spark.read import LostOffsets
+from airflow_provider_kafka_spark.spark.read.reader import LostOffsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

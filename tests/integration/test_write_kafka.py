@@ -15,15 +15,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from airflow_provider_kafka_spark.spark.transactions import write_partition
-from airflow_provider_kafka_spark.spark.write import prepare_exactly_once, write_kafka
-from airflow_provider_kafka_spark.spark.write_errors import (
+from airflow_provider_kafka_spark.errors import (
     DeliveryError,
     ProducerFencedError,
     TransactionError,
     TransactionInitTimeoutError,
     WriteConfigError,
 )
+from airflow_provider_kafka_spark.spark.write.transactions import write_partition
+from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
 from tests.integration.write_kafka_support import (
     expected_keys,
     partition_batches,

@@ -15,9 +15,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_provider_kafka_spark.spark.transactions import TaskPlan, write_partition
-from airflow_provider_kafka_spark.spark.write import write_kafka
-from airflow_provider_kafka_spark.spark.write_errors import KafkaWriteError, WriteConfigError
+from airflow_provider_kafka_spark.errors import KafkaWriteError, WriteConfigError
+from airflow_provider_kafka_spark.spark.write.transactions import TaskPlan, write_partition
+from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tests.integration.write_kafka_support import read_committed
 from tools.local_broker import free_port
 

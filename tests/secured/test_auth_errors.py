@@ -145,7 +145,7 @@ def test_a_spark_split_raises_it_at_once(secured: SecuredBroker, secured_topic: 
                                          case: str) -> None:
     """The executors' reader (``read_split``, what each Spark task runs), on its own: a split
     whose consumer is refused fails at once, not after its poll timeout of no progress."""
-    from airflow_provider_kafka_spark.spark.datasource import read_split
+    from airflow_provider_kafka_spark.spark.read.datasource import read_split
 
     mode = CASES[case][0]
     topic = secured_topic(1)

@@ -8,8 +8,9 @@ from dataclasses import replace
 
 import pytest
 
+from airflow_provider_kafka_spark.errors import LedgerError
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
-from airflow_provider_kafka_spark.spark.ledger import (
+from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerEntry,
     LedgerKey,
     TaskInput,
@@ -17,7 +18,6 @@ from airflow_provider_kafka_spark.spark.ledger import (
     committed_entries,
     ledger_partition,
 )
-from airflow_provider_kafka_spark.spark.write_errors import LedgerError
 
 TRICKY_KEYS = [
     LedgerKey("orders", "orders/clean/2024-05-04", 3),

@@ -305,15 +305,19 @@ def test_bool_params_of_a_run_must_be_bools(build: Any, kwargs: dict[str, Any], 
     assert "pass true or false" in str(info.value)
 
 
-def test_the_copied_choices_match_the_spark_layer() -> None:
-    from airflow_provider_kafka_spark.operators import ingest
-    from airflow_provider_kafka_spark.spark import decode, formats, read, transactions
-
-    assert ingest.ENGINES == read.ENGINES
-    assert ingest.DELIVERY_GUARANTEES == transactions.DELIVERY_GUARANTEES
-    assert ingest.DECODE_FORMATS == decode.FORMATS
-    assert ingest.REGISTRY_FORMATS == formats.REGISTRY_FORMATS
-    assert ingest.ON_CORRUPT == decode.ON_CORRUPT
+def test_the_airflow_layer_checks_options_without_importing_spark() -> None:
+    """The operators, sensors and triggers check engines, guarantees and formats against the
+    one options module while a DAG file is parsed, without importing pyspark."""
+    code = ("import sys\n"
+            "import airflow_provider_kafka_spark.operators, airflow_provider_kafka_spark.sensors\n"
+            "import airflow_provider_kafka_spark.triggers\n"
+            "from airflow_provider_kafka_spark import options\n"
+            "assert options.ENGINES == ('python', 'spark-kafka')\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 DAG_FILE = """

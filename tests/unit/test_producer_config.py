@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kafka_spark.spark.transactions import DeliveryGuarantee, producer_config
+from airflow_provider_kafka_spark.spark.write.transactions import DeliveryGuarantee, producer_config
 
 CONFIG = {"bootstrap.servers": "127.0.0.1:9092"}
 EOS: dict[str, Any] = {"transactional_id": "app-0123456789ab-0",

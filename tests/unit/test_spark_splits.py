@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_provider_kafka_spark.errors import ProducerFencedError, executor_error
 from airflow_provider_kafka_spark.offsets import ConfigurationError, DataLossError, PartitionRange
 from airflow_provider_kafka_spark.spark import KafkaReadError, plan_splits, spark_kafka_package
-from airflow_provider_kafka_spark.spark.datasource import kafka_options
-from airflow_provider_kafka_spark.spark.errors import executor_error
-from airflow_provider_kafka_spark.spark.session import _artifact
-from airflow_provider_kafka_spark.spark.splits import (
+from airflow_provider_kafka_spark.spark.read.datasource import kafka_options
+from airflow_provider_kafka_spark.spark.read.splits import (
     MIN_RECORDS_PER_SPLIT,
     default_max_records_per_split,
 )
-from airflow_provider_kafka_spark.spark.write_errors import ProducerFencedError
+from airflow_provider_kafka_spark.spark.session import _artifact
 
 
 def test_one_split_per_non_empty_range_by_default() -> None:
@@ -70,7 +69,7 @@ def test_kafka_options_are_prefixed_strings() -> None:
 def test_executor_errors_are_recognised_in_spark_tracebacks() -> None:
     text = ("PythonException: An exception was thrown from the Python worker:\n"
             "Traceback (most recent call last):\n  ...\n"
-            "airflow_provider_kafka_spark.offsets.errors.DataLossError: data loss in t.x-1/3 "
+            "airflow_provider_kafka_spark.errors.DataLossError: data loss in t.x-1/3 "
             "[0, 9): gone. [lost: t.x-1/3=4]\n\tat org.apache.spark...")
     error = executor_error(text)
     assert isinstance(error, DataLossError)

@@ -8,9 +8,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from airflow_provider_kafka_spark.errors import DeliveryError
 from airflow_provider_kafka_spark.spark import transactions
-from airflow_provider_kafka_spark.spark.transactions import TaskPlan, write_partition
-from airflow_provider_kafka_spark.spark.write_errors import DeliveryError
+from airflow_provider_kafka_spark.spark.write.transactions import TaskPlan, write_partition
 
 
 class _StuckProducer:

@@ -51,7 +51,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_kafka_spark.spark.errors import DecodeError
+from airflow_provider_kafka_spark.errors import DecodeError
 
 _PRIMITIVES: dict[str, DataType] = {
     "boolean": BooleanType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),

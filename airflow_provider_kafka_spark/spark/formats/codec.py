@@ -21,7 +21,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
-from airflow_provider_kafka_spark.spark.errors import SchemaRegistryError
+from airflow_provider_kafka_spark.errors import SchemaRegistryError, WriteConfigError
 from airflow_provider_kafka_spark.spark.formats import avro, json_schema, protobuf
 from airflow_provider_kafka_spark.spark.formats.registry import (
     UNKNOWN_SCHEMA,
@@ -31,7 +31,6 @@ from airflow_provider_kafka_spark.spark.formats.registry import (
     unreachable,
     url_of,
 )
-from airflow_provider_kafka_spark.spark.write_errors import WriteConfigError
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from confluent_kafka.schema_registry import Schema
 from google.protobuf.message import Message
 from pyspark.sql.types import BinaryType, StructField, StructType
 
+from airflow_provider_kafka_spark.errors import DecodeError, WriteConfigError
 from airflow_provider_kafka_spark.offsets.specs import shown
-from airflow_provider_kafka_spark.spark.errors import DecodeError
 from airflow_provider_kafka_spark.spark.formats import avro, json_schema, protobuf
 from airflow_provider_kafka_spark.spark.formats.codec import FieldCodec, encode_batches
 from airflow_provider_kafka_spark.spark.formats.registry import (
@@ -27,7 +27,6 @@ from airflow_provider_kafka_spark.spark.formats.registry import (
     resolve_schema,
 )
 from airflow_provider_kafka_spark.spark.schema import HEADERS_TYPE
-from airflow_provider_kafka_spark.spark.write_errors import WriteConfigError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

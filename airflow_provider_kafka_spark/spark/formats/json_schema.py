@@ -57,7 +57,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_kafka_spark.spark.errors import DecodeError
+from airflow_provider_kafka_spark.errors import DecodeError
 
 DECIMAL = DecimalType(38, 18)
 

@@ -70,7 +70,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from airflow_provider_kafka_spark.spark.errors import DecodeError
+from airflow_provider_kafka_spark.errors import DecodeError
 
 _WELL_KNOWN = {m.DESCRIPTOR.file.name: m.DESCRIPTOR.file
                for m in (timestamp_pb2.Timestamp, duration_pb2.Duration, wrappers_pb2.Int64Value)}

@@ -21,11 +21,10 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError as _Client
 from google.protobuf import descriptor_pb2
 from google.protobuf.message import Message
 
+from airflow_provider_kafka_spark.errors import DecodeError, SchemaRegistryError
 from airflow_provider_kafka_spark.offsets.specs import shown
-from airflow_provider_kafka_spark.spark.errors import DecodeError, SchemaRegistryError
 
 RegistryFormat = Literal["avro", "protobuf", "json_schema"]
-REGISTRY_FORMATS: tuple[str, ...] = ("avro", "protobuf", "json_schema")
 # The schema types of the registry's REST API, by format.
 SCHEMA_TYPES: dict[str, str] = {"avro": "AVRO", "protobuf": "PROTOBUF",
                                 "json_schema": "JSON"}

@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterable
 from itertools import pairwise
 
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
+from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 

@@ -1,7 +1,7 @@
 """``write_kafka``: a Spark-to-Kafka sink with ``none``, ``at_least_once`` and ``exactly_once``.
 
 Each Spark partition is written by one task through ``DataFrame.mapInArrow`` (Arrow batches
-into a confluent-kafka producer; see :mod:`~airflow_provider_kafka_spark.spark.transactions`).
+into a confluent-kafka producer; see :mod:`~airflow_provider_kafka_spark.spark.write.transactions`).
 The tasks report what they wrote as one small row each, which the driver collects into a
 :class:`WriteResult`. The exactly-once design is explained in ``docs/exactly-once.md``.
 """
@@ -18,15 +18,20 @@ import pyarrow as pa
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
+from airflow_provider_kafka_spark.errors import (
+    KafkaWriteError,
+    LedgerError,
+    WriteConfigError,
+    kafka_errors,
+)
 from airflow_provider_kafka_spark.offsets.resolve import (
     RESULT_MARGIN,
     admin_client,
     cluster_metadata,
 )
-from airflow_provider_kafka_spark.spark.errors import kafka_errors
 from airflow_provider_kafka_spark.spark.formats import REGISTRY_FORMATS
 from airflow_provider_kafka_spark.spark.formats.encode import encode_columns
-from airflow_provider_kafka_spark.spark.ledger import (
+from airflow_provider_kafka_spark.spark.write.ledger import (
     TaskInput,
     check_inputs,
     ensure_ledger_topic,
@@ -35,7 +40,7 @@ from airflow_provider_kafka_spark.spark.ledger import (
     ledger_start_offset,
     read_ledger,
 )
-from airflow_provider_kafka_spark.spark.transactions import (
+from airflow_provider_kafka_spark.spark.write.transactions import (
     DELIVERY_GUARANTEES,
     DeliveryGuarantee,
     TaskOutcome,
@@ -43,11 +48,6 @@ from airflow_provider_kafka_spark.spark.transactions import (
     check_producer_config,
     fence_tasks,
     write_partition,
-)
-from airflow_provider_kafka_spark.spark.write_errors import (
-    KafkaWriteError,
-    LedgerError,
-    WriteConfigError,
 )
 
 if TYPE_CHECKING:
@@ -186,7 +186,7 @@ def write_kafka(
         LedgerError: the ledger topic cannot be created/read, or this ``write_id`` was
             started on a DataFrame with a different number of partitions or committed a task
             from other input (its recorded rows, topics or content digest differ; see
-            :class:`~airflow_provider_kafka_spark.spark.ledger.TaskInput`).
+            :class:`~airflow_provider_kafka_spark.spark.write.ledger.TaskInput`).
         DeliveryError: a record could not be produced, or (``at_least_once``) was not
             acknowledged, or (``none``/``at_least_once``) records were still unacknowledged
             ``message.timeout.ms`` (default two minutes) plus a few seconds after the last.

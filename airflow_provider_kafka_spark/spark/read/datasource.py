@@ -1,7 +1,7 @@
 """The ``kafka_bounded`` PySpark Python Data Source: reads exact offset ranges as Arrow batches.
 
 Driver side, :class:`KafkaBoundedDataSource` turns the ``ranges`` option into splits
-(:func:`~airflow_provider_kafka_spark.spark.splits.plan_splits`). Executor side,
+(:func:`~airflow_provider_kafka_spark.spark.read.splits.plan_splits`). Executor side,
 :func:`read_split` reads one split with the native reader (librdkafka, ``assign()``-ed at the
 split's start, never ``subscribe()``) and yields ``pyarrow.RecordBatch`` es in the schema of
 :func:`~airflow_provider_kafka_spark.spark.schema.kafka_schema`.
@@ -46,7 +46,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from airflow_provider_kafka_spark._native import SliceReader
+from airflow_provider_kafka_spark.errors import ConfigurationError, DataLossError, KafkaReadError
 from airflow_provider_kafka_spark.offsets.config import (
     ISOLATION_LEVELS,
     MAX_TIMEOUT,
@@ -56,12 +56,11 @@ from airflow_provider_kafka_spark.offsets.config import (
     native_settings,
     new_client,
 )
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError, DataLossError
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
-from airflow_provider_kafka_spark.spark.errors import KafkaReadError
+from airflow_provider_kafka_spark.spark.native import SliceReader
+from airflow_provider_kafka_spark.spark.read.splits import plan_splits
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
-from airflow_provider_kafka_spark.spark.splits import plan_splits
 
 log = logging.getLogger(__name__)
 
@@ -91,24 +90,13 @@ _PERMANENT_CODES = frozenset({
 
 
 def kafka_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
-    """``kafka_config`` as ``kafka.``-prefixed string options.
+    """``kafka_config`` as ``kafka.``-prefixed string options (:func:`native_settings`).
 
     Raises:
         ConfigurationError: a value that cannot travel as a string (a callback, a dict...).
     """
-    options: dict[str, str] = {}
-    for key, value in kafka_config.items():
-        if isinstance(value, bool):
-            text = "true" if value else "false"
-        elif isinstance(value, str | int | float):
-            text = str(value)
-        else:
-            raise ConfigurationError(
-                f"kafka_config[{key!r}] is a {type(value).__name__}; Spark executors only receive "
-                "string, number or boolean settings. Remove callbacks and objects from the config."
-            )
-        options[KAFKA_OPTION_PREFIX + str(key)] = text
-    return options
+    return {KAFKA_OPTION_PREFIX + key: value
+            for key, value in native_settings(kafka_config).items()}
 
 
 def _config_from_options(options: Mapping[str, str]) -> dict[str, str]:

@@ -25,24 +25,14 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from confluent_kafka import KafkaError, KafkaException
 
-from airflow_provider_kafka_spark._native import BatchProducer
-from airflow_provider_kafka_spark.offsets.config import client_config, native_settings
-from airflow_provider_kafka_spark.offsets.errors import ConfigurationError
-from airflow_provider_kafka_spark.offsets.resolve import admin_client
-from airflow_provider_kafka_spark.spark.ledger import (
-    LedgerEntry,
-    TaskInput,
-    input_mismatch,
-    ledger_end_offset,
-    read_ledger,
-)
-from airflow_provider_kafka_spark.spark.write_errors import (
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
     DeliveryError,
     InputTruncatedError,
     ProducerFencedError,
@@ -50,11 +40,20 @@ from airflow_provider_kafka_spark.spark.write_errors import (
     TransactionInitTimeoutError,
     WriteConfigError,
 )
+from airflow_provider_kafka_spark.offsets.config import client_config, native_settings
+from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.options import DeliveryGuarantee
+from airflow_provider_kafka_spark.spark.native import BatchProducer
+from airflow_provider_kafka_spark.spark.write.ledger import (
+    LedgerEntry,
+    TaskInput,
+    input_mismatch,
+    ledger_end_offset,
+    read_ledger,
+)
 
 log = logging.getLogger(__name__)
 
-DeliveryGuarantee = Literal["none", "at_least_once", "exactly_once"]
-DELIVERY_GUARANTEES: tuple[str, ...] = ("none", "at_least_once", "exactly_once")
 
 # Keys the sink owns; a user value for them would silently change the guarantee.
 _OWNED_KEYS = ("transactional.id", "enable.idempotence", "acks", "transaction.timeout.ms")

@@ -13,16 +13,17 @@ from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    DataLossError,
+    OffsetResolutionError,
+    SparkKafkaSourceMissingError,
+)
 from airflow_provider_kafka_spark.offsets.config import (
     check_isolation_level,
     check_timeout,
     client_config,
     cluster_name,
-)
-from airflow_provider_kafka_spark.offsets.errors import (
-    ConfigurationError,
-    DataLossError,
-    OffsetResolutionError,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.resolve import (
@@ -32,7 +33,8 @@ from airflow_provider_kafka_spark.offsets.resolve import (
     cluster_metadata,
 )
 from airflow_provider_kafka_spark.offsets.specs import shown
-from airflow_provider_kafka_spark.spark.datasource import (
+from airflow_provider_kafka_spark.options import ENGINES, Engine
+from airflow_provider_kafka_spark.spark.read.datasource import (
     DEFAULT_POLL_TIMEOUT,
     FORMAT_NAME,
     LOST_OFFSETS_OPTION,
@@ -42,22 +44,17 @@ from airflow_provider_kafka_spark.spark.datasource import (
     kafka_options,
     read_options,
 )
-from airflow_provider_kafka_spark.spark.errors import (
-    SparkKafkaSourceMissingError,
-)
-from airflow_provider_kafka_spark.spark.java_client import java_client_settings
-from airflow_provider_kafka_spark.spark.schema import kafka_schema
-from airflow_provider_kafka_spark.spark.session import spark_kafka_package
-from airflow_provider_kafka_spark.spark.splits import (
+from airflow_provider_kafka_spark.spark.read.java_client import java_client_settings
+from airflow_provider_kafka_spark.spark.read.splits import (
     check_max_records_per_split,
     default_max_records_per_split,
 )
+from airflow_provider_kafka_spark.spark.schema import kafka_schema
+from airflow_provider_kafka_spark.spark.session import spark_kafka_package
 
 log = logging.getLogger(__name__)
 
-Engine = Literal["python", "spark-kafka"]
 SPARK_KAFKA_FORMAT = "kafka"  # Spark's built-in Kafka source
-ENGINES: tuple[str, ...] = ("python", "spark-kafka")
 # Settings Spark's kafka source owns or rejects; never forwarded to it.
 _SPARK_KAFKA_OWNED = frozenset({
     "group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level",
@@ -143,7 +140,7 @@ def read_kafka(
             (Spark's own ``kafka`` source with numeric ``startingOffsets``/``endingOffsets``;
             needs the ``spark-sql-kafka-0-10`` package on the classpath; the connection's
             librdkafka security settings are translated for its Java client, see
-            :mod:`~airflow_provider_kafka_spark.spark.java_client`).
+            :mod:`~airflow_provider_kafka_spark.spark.read.java_client`).
         include_headers: add the ``headers`` column.
         on_data_loss: ``"fail"``: offsets deleted before or during the read raise
             :class:`DataLossError`; ``"skip"``: log and count them and read what is left.

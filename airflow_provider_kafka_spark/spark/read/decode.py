@@ -14,7 +14,7 @@ parse into the schema, or for a registry format cannot be decoded (not wire form
 schema id, a writer schema the reader schema cannot resolve, a truncated payload). Null keys
 and values (tombstones) decode to null and are not corrupt. A registry that cannot be reached
 or refuses the client is never a corrupt record: the job fails with
-:class:`~airflow_provider_kafka_spark.spark.errors.SchemaRegistryError`.
+:class:`~airflow_provider_kafka_spark.errors.SchemaRegistryError`.
 
 Policies for corrupt records (``on_corrupt``):
 
@@ -37,8 +37,10 @@ from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from airflow_provider_kafka_spark.errors import DecodeError
 from airflow_provider_kafka_spark.offsets.specs import shown
-from airflow_provider_kafka_spark.spark.errors import DecodeError
+from airflow_provider_kafka_spark.options import DECODE_FORMATS as FORMATS
+from airflow_provider_kafka_spark.options import ON_CORRUPT
 from airflow_provider_kafka_spark.spark.formats import (
     REGISTRY_FORMATS,
     FieldCodec,
@@ -52,9 +54,7 @@ from airflow_provider_kafka_spark.spark.formats import (
 
 Format = Literal["bytes", "string", "json", "avro", "protobuf", "json_schema"]
 OnCorrupt = Literal["fail", "skip", "dead_letter"]
-FORMATS: tuple[str, ...] = ("bytes", "string", "json", *REGISTRY_FORMATS)
 Schema = str | StructType | Subject | type[Message]
-ON_CORRUPT: tuple[str, ...] = ("fail", "skip", "dead_letter")
 CORRUPT_RECORDS_METRIC = "corrupt_records"
 _CORRUPT_FIELD = "_corrupt_record"
 

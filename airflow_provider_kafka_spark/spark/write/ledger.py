@@ -46,10 +46,9 @@ from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
+from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
-from airflow_provider_kafka_spark.offsets.errors import InternalTopicError
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
-from airflow_provider_kafka_spark.spark.write_errors import LedgerError
 
 log = logging.getLogger(__name__)
 

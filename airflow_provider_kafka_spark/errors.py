@@ -1,0 +1,249 @@
+"""The package's errors, all in one place. Every message says what was wrong, where (argument,
+key, topic/partition/offset), and what to do, and never holds a secret.
+
+``KafkaSparkError`` is the one base a user can catch::
+
+    KafkaSparkError
+      ConfigurationError        a bad argument, option, connection or client config (ValueError)
+        KafkaAuthenticationError  the brokers refused the client's SASL credentials or TLS setup
+        OffsetSpecError         an offset spec, subscription or serialized range
+        PinnedRequestChangedError  a run's pin answers other topics/specs/group (re_resolve)
+        WriteConfigError        write_kafka's arguments or input rows (also a KafkaWriteError)
+        DecodeError             decode_kafka's options
+      OffsetResolutionError     the cluster could not answer a resolution (unknown topic, timeout)
+        DataLossError           offsets a range needs were deleted
+        IntervalNotCompleteError  an open transaction holds back a timestamp stop (retryable)
+      CommitError               consumer-group offsets could not be committed
+      InternalTopicError        the ledger / pins topics could not be created or read
+      KafkaReadError            a split could not be read
+        CorruptRecordError      a record could not be decoded (on_corrupt="fail")
+      SparkKafkaSourceMissingError  engine="spark-kafka" without Spark's kafka source
+      SparkKafkaJarsError       the jars of Spark's kafka source could not be fetched
+      SchemaRegistryError       the Schema Registry could not answer
+      KafkaWriteError           the Kafka sink failed
+        DeliveryError, TransactionError (TransactionInitTimeoutError, ProducerFencedError,
+        InputTruncatedError), LedgerError
+      SinkError                 a sink could not publish its output (the file sink's swap)
+
+Configuration errors are raised before any side effect: nothing read, committed or written.
+:func:`kafka_errors` turns a failure of a Spark action whose cause is one of these errors
+(raised on an executor, reported by Spark as a generic exception with its text) back into it.
+
+No Airflow and no Spark import: every layer of the package imports this module.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+
+class KafkaSparkError(Exception):
+    """Base class of every error this package raises on purpose."""
+
+
+class ConfigurationError(KafkaSparkError, ValueError):
+    """A bad argument, option, Airflow connection or librdkafka config; raised before anything
+    is read, committed or written."""
+
+
+class KafkaAuthenticationError(ConfigurationError):
+    """The brokers refused the client's credentials or TLS setup (wrong SASL user or password,
+    a mechanism the listener does not enable, an untrusted CA, a missing or rejected client
+    certificate). librdkafka reports these through its error callback, not as a request error;
+    this package raises them as soon as they are reported instead of waiting for a timeout."""
+
+
+class OffsetSpecError(ConfigurationError):
+    """An offset spec, subscription or serialized range could not be understood."""
+
+
+class PinnedRequestChangedError(ConfigurationError):
+    """A run's pinned ranges answer another request (topics, specs, group) than the run makes
+    now; re-resolve the run explicitly to read what it asks for."""
+
+
+class OffsetResolutionError(KafkaSparkError):
+    """Offsets could not be resolved against the cluster (unknown topic, bad range, timeout...).
+
+    Raised before anything is read or committed.
+    """
+
+
+class DataLossError(OffsetResolutionError):
+    """Offsets that a range needs were deleted (retention, ``delete_records``, compaction).
+
+    ``lost`` maps ``(topic, partition)`` to the number of offsets that are gone.
+    """
+
+    def __init__(self, message: str, lost: dict[tuple[str, int], int]) -> None:
+        super().__init__(message)
+        self.lost = dict(lost)
+
+
+class IntervalNotCompleteError(OffsetResolutionError):
+    """A ``timestamp:`` stop is held back by an open transaction that began before it.
+
+    Records of that transaction may still be committed inside the interval, so the interval
+    cannot be cut yet. Retryable: the transaction commits or aborts (at the latest after its
+    ``transaction.timeout.ms``), then the same resolution succeeds. ``open_transactions`` maps
+    ``(topic, partition)`` to the first offset of the open transaction (the last stable offset).
+    """
+
+    def __init__(self, message: str, open_transactions: dict[tuple[str, int], int]) -> None:
+        super().__init__(message)
+        self.open_transactions = dict(open_transactions)
+
+
+class CommitError(KafkaSparkError):
+    """Consumer-group offsets could not be committed."""
+
+
+class InternalTopicError(KafkaSparkError):
+    """A topic holding this package's state (the exactly-once ledger, pinned run ranges) could
+    not be created, checked or read."""
+
+
+class KafkaReadError(KafkaSparkError):
+    """A split could not be read: no progress within ``poll_timeout``, or a non-retriable
+    Kafka error (unknown topic, authorization, fatal client error)."""
+
+
+class SparkKafkaSourceMissingError(KafkaSparkError):
+    """``engine="spark-kafka"`` was asked for but Spark's ``kafka`` source is not on the
+    classpath."""
+
+
+class DecodeError(ConfigurationError):
+    """Invalid decoding or encoding options (unknown format, missing or unparsable schema, a
+    schema with no Spark counterpart)."""
+
+
+class SchemaRegistryError(KafkaSparkError):
+    """The Schema Registry could not answer: unreachable, refused the credentials, or does not
+    have the subject/version asked for. Never a reason to skip or dead-letter records: the job
+    fails (and Spark retries the task) instead, so nothing is dropped because a server was
+    away."""
+
+class KafkaWriteError(KafkaSparkError):
+    """Base class of every error ``write_kafka`` raises on purpose."""
+
+
+class WriteConfigError(KafkaWriteError, ConfigurationError):
+    """Bad arguments or input columns; raised before anything is written."""
+
+
+class DeliveryError(KafkaWriteError):
+    """A record could not be produced (unknown topic or partition, too large), was not
+    acknowledged by Kafka (``at_least_once``), or was still unacknowledged when a task's final
+    flush ran out of time (``none``, ``at_least_once``)."""
+
+
+class TransactionError(KafkaWriteError):
+    """A Kafka transaction could not be initialised, committed or retried (``exactly_once``)."""
+
+
+class TransactionInitTimeoutError(TransactionError):
+    """``init_transactions()`` did not return in time, or the transaction coordinator was not
+    available (usually ``__transaction_state`` trouble: fewer live brokers than its
+    ``min.insync.replicas``)."""
+
+
+class ProducerFencedError(TransactionError):
+    """A newer producer with the same ``transactional.id`` took over, or the id expired."""
+
+
+class InputTruncatedError(TransactionError):
+    """A Spark task saw fewer rows than its partition holds: its input was cut short.
+
+    Spark ends a Python task's input stream silently when an upstream computation of that task
+    fails, so the truncation is only visible by counting. The transaction is aborted; Spark's
+    retry of the task (or a re-run of the write) writes the partition.
+    """
+
+
+class LedgerError(KafkaWriteError):
+    """The ledger topic could not be created, read, or disagrees with this write."""
+
+
+class CorruptRecordError(KafkaReadError):
+    """A record could not be decoded and ``on_corrupt="fail"``: nothing was written.
+
+    ``topic``, ``partition`` and ``offset`` name the first such record (the one the message
+    names).
+    """
+
+    def __init__(self, message: str, topic: str | None = None, partition: int | None = None,
+                 offset: int | None = None) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+
+class SparkKafkaJarsError(KafkaSparkError):
+    """The jars of Spark's ``kafka`` source could not be fetched with Maven."""
+
+
+class SinkError(KafkaSparkError):
+    """A sink could not finish: the file sink could not move its staged output into place
+    (the message says what is where on the file system, and what to do)."""
+
+
+
+@contextmanager
+def kafka_errors() -> Iterator[None]:
+    """Re-raise executor-side failures of a Spark action as this package's exceptions.
+
+    Spark reports an exception raised in a Python worker as a generic ``PythonException`` /
+    ``Py4JJavaError`` carrying the traceback text. Inside ``with kafka_errors():`` a failure
+    caused by one of this package's errors (:class:`DataLossError` with its ``lost`` counts,
+    :class:`KafkaReadError`, :class:`KafkaAuthenticationError`, the ``write_kafka``
+    errors) is raised as that class, chained to
+    the original; anything else propagates unchanged::
+
+        with kafka_errors():
+            df.write.parquet(path)
+    """
+    try:
+        yield
+    except KafkaSparkError:
+        raise
+    except Exception as exc:
+        converted = executor_error(str(exc))
+        if converted is None:
+            raise
+        raise converted from exc
+
+
+_LOST = re.compile(r"\[lost: ([\w.-]+)/(\d+)=(\d+)\]")
+
+
+def executor_error(text: str) -> KafkaSparkError | None:
+    """The package error named last in the text of Spark's wrapping exception, or None."""
+    classes = _executor_error_classes()
+    pattern = re.compile(rf"(?:[\w.]+\.)?({'|'.join(classes)}): (.*?)(?:\n|$)")
+    matches = pattern.findall(text)
+    if not matches:
+        return None
+    kind, message = matches[-1]
+    if kind == "DataLossError":
+        lost = {(t, int(p)): int(n) for t, p, n in _LOST.findall(message)}
+        return DataLossError(message, lost)
+    return classes[kind](message)
+
+
+def _executor_error_classes() -> dict[str, type[KafkaSparkError]]:
+    """The errors an executor can raise, by class name: the read's, the registry's and every
+    ``KafkaWriteError``."""
+    classes: dict[str, type[KafkaSparkError]] = {
+        "DataLossError": DataLossError, "KafkaReadError": KafkaReadError,
+        "KafkaAuthenticationError": KafkaAuthenticationError,
+        "SchemaRegistryError": SchemaRegistryError}
+    pending: list[type[KafkaSparkError]] = [KafkaWriteError]
+    while pending:
+        cls = pending.pop()
+        classes[cls.__name__] = cls
+        pending.extend(cls.__subclasses__())
+    return classes
