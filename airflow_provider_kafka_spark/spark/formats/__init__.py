@@ -13,7 +13,6 @@ from airflow_provider_kafka_spark.spark.formats.codec import (
     spark_type_of,
 )
 from airflow_provider_kafka_spark.spark.formats.registry import (
-    REGISTRY_FORMATS,
     ResolvedSchema,
     Subject,
     frozen_config,
@@ -21,7 +20,6 @@ from airflow_provider_kafka_spark.spark.formats.registry import (
 )
 
 __all__ = [
-    "REGISTRY_FORMATS",
     "FieldCodec",
     "ResolvedSchema",
     "Subject",

@@ -30,47 +30,29 @@ import datetime as dt
 import json
 from typing import Any
 
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql import types as T
 
 from airflow_provider_kafka_spark.errors import DecodeError
+from airflow_provider_kafka_spark.spark.formats.values import convert
 
-_PRIMITIVES: dict[str, DataType] = {
-    "boolean": BooleanType(), "int": IntegerType(), "long": LongType(), "float": FloatType(),
-    "double": DoubleType(), "bytes": BinaryType(), "string": StringType(),
+_PRIMITIVES: dict[str, T.DataType] = {
+    "boolean": T.BooleanType(), "int": T.IntegerType(), "long": T.LongType(), "float": T.FloatType(),
+    "double": T.DoubleType(), "bytes": T.BinaryType(), "string": T.StringType(),
 }
-_LOGICAL: dict[str, DataType] = {
-    "date": DateType(), "timestamp-millis": TimestampType(), "timestamp-micros": TimestampType(),
-    "local-timestamp-millis": TimestampNTZType(), "local-timestamp-micros": TimestampNTZType(),
-    "time-millis": IntegerType(), "time-micros": LongType(), "uuid": StringType(),
+_LOGICAL: dict[str, T.DataType] = {
+    "date": T.DateType(), "timestamp-millis": T.TimestampType(), "timestamp-micros": T.TimestampType(),
+    "local-timestamp-millis": T.TimestampNTZType(), "local-timestamp-micros": T.TimestampNTZType(),
+    "time-millis": T.IntegerType(), "time-micros": T.LongType(), "uuid": T.StringType(),
 }
 
 
-def spark_type(schema: str | dict[str, Any] | list[Any]) -> DataType:
+def spark_type(schema: str | dict[str, Any] | list[Any]) -> T.DataType:
     """The Spark type of an Avro schema (JSON text or parsed)."""
     parsed = json.loads(schema) if isinstance(schema, str) else schema
     return _spark(parsed, {}, "")
 
 
-def _spark(schema: Any, named: dict[str, DataType], path: str) -> DataType:
+def _spark(schema: Any, named: dict[str, T.DataType], path: str) -> T.DataType:
     if isinstance(schema, str):
         if schema in _PRIMITIVES:
             return _PRIMITIVES[schema]
@@ -89,29 +71,29 @@ def _spark(schema: Any, named: dict[str, DataType], path: str) -> DataType:
     kind = schema.get("type")
     logical = schema.get("logicalType")
     if logical == "decimal" and kind in ("bytes", "fixed"):
-        return DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
+        return T.DecimalType(int(schema["precision"]), int(schema.get("scale", 0)))
     if logical in _LOGICAL:
         return _LOGICAL[logical]
     if kind == "record":
-        record = StructType()
+        record = T.StructType()
         # A record may refer to itself only through a name; Spark types cannot recurse.
         named[_full_name(schema)] = named[schema["name"]] = record
         for f in schema["fields"]:
-            record.add(StructField(f["name"], _spark(f["type"], named, f"{path}.{f['name']}"
+            record.add(T.StructField(f["name"], _spark(f["type"], named, f"{path}.{f['name']}"
                                                      .lstrip(".")), _nullable(f["type"])))
         return record
     if kind == "enum":
-        named[_full_name(schema)] = named[schema["name"]] = StringType()
-        return StringType()
+        named[_full_name(schema)] = named[schema["name"]] = T.StringType()
+        return T.StringType()
     if kind == "fixed":
-        named[_full_name(schema)] = named[schema["name"]] = BinaryType()
-        return BinaryType()
+        named[_full_name(schema)] = named[schema["name"]] = T.BinaryType()
+        return T.BinaryType()
     if kind == "array":
         items = schema["items"]
-        return ArrayType(_spark(items, named, f"{path}[]"), _nullable(items))
+        return T.ArrayType(_spark(items, named, f"{path}[]"), _nullable(items))
     if kind == "map":
         values = schema["values"]
-        return MapType(StringType(), _spark(values, named, f"{path}{{}}"), _nullable(values))
+        return T.MapType(T.StringType(), _spark(values, named, f"{path}{{}}"), _nullable(values))
     return _spark(kind, named, path)
 
 
@@ -125,12 +107,12 @@ def _full_name(schema: dict[str, Any]) -> str:
         else name
 
 
-def schema_from_spark(struct: StructType, name: str, namespace: str = "") -> str:
+def schema_from_spark(struct: T.StructType, name: str, namespace: str = "") -> str:
     """An Avro record schema (JSON text) for rows of ``struct``, named ``name``."""
     return json.dumps(_record(struct, name, namespace, set()))
 
 
-def _record(struct: StructType, name: str, namespace: str, names: set[str]) -> dict[str, Any]:
+def _record(struct: T.StructType, name: str, namespace: str, names: set[str]) -> dict[str, Any]:
     record: dict[str, Any] = {"type": "record", "name": _unique(name, names), "fields": []}
     if namespace:
         record["namespace"] = namespace
@@ -152,69 +134,62 @@ def _unique(name: str, names: set[str]) -> str:
     return candidate
 
 
-def avro_type(dtype: DataType, name: str, names: set[str]) -> Any:
+_AVRO_TYPES: tuple[tuple[type[T.DataType], Any], ...] = (
+    (T.BooleanType, "boolean"), (T.ByteType, "int"), (T.ShortType, "int"), (T.IntegerType, "int"),
+    (T.LongType, "long"), (T.FloatType, "float"), (T.DoubleType, "double"),
+    (T.BinaryType, "bytes"), (T.StringType, "string"),
+    (T.DateType, {"type": "int", "logicalType": "date"}),
+    (T.TimestampNTZType, {"type": "long", "logicalType": "local-timestamp-micros"}),
+    (T.TimestampType, {"type": "long", "logicalType": "timestamp-micros"}),
+)
+"""The Avro schema of each Spark leaf type (decimals carry their precision and scale)."""
+
+
+def avro_type(dtype: T.DataType, name: str, names: set[str]) -> Any:
     """The Avro schema of a Spark type; records are named after ``name``, unique in ``names``."""
-    if isinstance(dtype, StructType):
+    if isinstance(dtype, T.StructType):
         return _record(dtype, name, "", names)
-    if isinstance(dtype, ArrayType):
+    if isinstance(dtype, T.ArrayType):
         items = avro_type(dtype.elementType, name, names)
         return {"type": "array", "items": ["null", items] if dtype.containsNull else items}
-    if isinstance(dtype, MapType):
-        if not isinstance(dtype.keyType, StringType):
+    if isinstance(dtype, T.MapType):
+        if not isinstance(dtype.keyType, T.StringType):
             raise DecodeError(f"the column {name} is a map with {dtype.keyType.simpleString()} "
                               "keys; Avro maps have string keys. Cast the keys to string.")
         values = avro_type(dtype.valueType, name, names)
         return {"type": "map",
                 "values": ["null", values] if dtype.valueContainsNull else values}
-    if isinstance(dtype, DecimalType):
+    if isinstance(dtype, T.DecimalType):
         return {"type": "bytes", "logicalType": "decimal", "precision": dtype.precision,
                 "scale": dtype.scale}
-    simple = {BooleanType: "boolean", ByteType: "int", ShortType: "int", IntegerType: "int",
-              LongType: "long", FloatType: "float", DoubleType: "double",
-              BinaryType: "bytes", StringType: "string"}
-    for cls, avro in simple.items():
+    for cls, avro in _AVRO_TYPES:
         if isinstance(dtype, cls):
-            return avro
-    if isinstance(dtype, DateType):
-        return {"type": "int", "logicalType": "date"}
-    if isinstance(dtype, TimestampNTZType):
-        return {"type": "long", "logicalType": "local-timestamp-micros"}
-    if isinstance(dtype, TimestampType):
-        return {"type": "long", "logicalType": "timestamp-micros"}
+            return dict(avro) if isinstance(avro, dict) else avro
     raise DecodeError(f"the column {name} has the type {dtype.simpleString()}, which has no "
                       "Avro counterpart here; cast it (e.g. to string) or pass the schema.")
 
 
-def to_spark(value: Any, dtype: DataType) -> Any:
+def to_spark(value: Any, dtype: T.DataType) -> Any:
     """A value fastavro decoded, as a Python value Arrow takes for ``dtype``."""
-    if value is None:
-        return None
-    if isinstance(dtype, StructType):
-        return {f.name: to_spark(value.get(f.name), f.dataType) for f in dtype.fields}
-    if isinstance(dtype, ArrayType):
-        return [to_spark(v, dtype.elementType) for v in value]
-    if isinstance(dtype, MapType):
-        return {k: to_spark(v, dtype.valueType) for k, v in value.items()}
+    return convert(value, dtype, _to_spark_leaf)
+
+
+def _to_spark_leaf(value: Any, dtype: T.DataType) -> Any:
     if isinstance(value, dt.time):
         micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 \
             + value.microsecond
-        return micros // 1000 if isinstance(dtype, IntegerType) else micros
-    if isinstance(dtype, StringType) and not isinstance(value, str):
+        return micros // 1000 if isinstance(dtype, T.IntegerType) else micros
+    if isinstance(dtype, T.StringType) and not isinstance(value, str):
         return str(value)  # uuid
     return value
 
 
-def from_spark(value: Any, dtype: DataType) -> Any:
+def from_spark(value: Any, dtype: T.DataType) -> Any:
     """A Spark row value (from Arrow's ``to_pylist``) as fastavro encodes it for ``dtype``."""
-    if value is None:
-        return None
-    if isinstance(dtype, StructType):
-        return {f.name: from_spark(value.get(f.name), f.dataType) for f in dtype.fields}
-    if isinstance(dtype, ArrayType):
-        return [from_spark(v, dtype.elementType) for v in value]
-    if isinstance(dtype, MapType):
-        items = value.items() if isinstance(value, dict) else value
-        return {k: from_spark(v, dtype.valueType) for k, v in items}
-    if isinstance(dtype, TimestampType) and value.tzinfo is None:
+    return convert(value, dtype, _from_spark_leaf)
+
+
+def _from_spark_leaf(value: Any, dtype: T.DataType) -> Any:
+    if isinstance(dtype, T.TimestampType) and value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
     return value

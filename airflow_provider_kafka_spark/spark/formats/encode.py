@@ -14,10 +14,10 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from airflow_provider_kafka_spark.errors import DecodeError, WriteConfigError
 from airflow_provider_kafka_spark.offsets.specs import shown
+from airflow_provider_kafka_spark.options import REGISTRY_FORMATS
 from airflow_provider_kafka_spark.spark.formats import avro, json_schema, protobuf
 from airflow_provider_kafka_spark.spark.formats.codec import FieldCodec, encode_batches
 from airflow_provider_kafka_spark.spark.formats.registry import (
-    REGISTRY_FORMATS,
     SCHEMA_TYPES,
     ResolvedSchema,
     Subject,
@@ -80,12 +80,11 @@ def encode_columns(
             raise WriteConfigError("schema_registry is only used with key_format/value_format "
                                    f"in {REGISTRY_FORMATS}; remove it, or pass one.")
         return df, ()
-    if subject_name_strategy not in SUBJECT_NAME_STRATEGIES:
-        raise WriteConfigError(f"subject_name_strategy={shown(subject_name_strategy)} is not "
-                               f"valid; use one of {SUBJECT_NAME_STRATEGIES}.")
-    if schema_id_location not in SCHEMA_ID_LOCATIONS:
-        raise WriteConfigError(f"schema_id_location={shown(schema_id_location)} is not valid; "
-                               f"use one of {SCHEMA_ID_LOCATIONS}.")
+    for name, value, choices in (
+            ("subject_name_strategy", subject_name_strategy, SUBJECT_NAME_STRATEGIES),
+            ("schema_id_location", schema_id_location, SCHEMA_ID_LOCATIONS)):
+        if value not in choices:
+            raise WriteConfigError(f"{name}={shown(value)} is not valid; use one of {choices}.")
     if not isinstance(auto_register_schemas, bool):
         raise WriteConfigError(f"auto_register_schemas={shown(auto_register_schemas)} must "
                                "be True or False.")

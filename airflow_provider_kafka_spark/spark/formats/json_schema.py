@@ -36,39 +36,21 @@ import decimal
 import json
 from typing import Any
 
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DateType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql import types as T
 
 from airflow_provider_kafka_spark.errors import DecodeError
+from airflow_provider_kafka_spark.spark.formats.values import convert
 
-DECIMAL = DecimalType(38, 18)
+DECIMAL = T.DecimalType(38, 18)
 
 
-def spark_type(schema: str | dict[str, Any]) -> DataType:
+def spark_type(schema: str | dict[str, Any]) -> T.DataType:
     """The Spark type of a JSON Schema (text or parsed)."""
     parsed = json.loads(schema) if isinstance(schema, str) else schema
     return _spark(parsed, parsed, "")[0]
 
 
-def _spark(schema: Any, root: dict[str, Any], path: str) -> tuple[DataType, bool]:
+def _spark(schema: Any, root: dict[str, Any], path: str) -> tuple[T.DataType, bool]:
     """(Spark type, may be null) of ``schema``."""
     where = path or "the top"
     if schema is True or schema == {}:
@@ -98,30 +80,30 @@ def _spark(schema: Any, root: dict[str, Any], path: str) -> tuple[DataType, bool
         extra = schema.get("additionalProperties")
         if not properties and isinstance(extra, dict):
             values, values_null = _spark(extra, root, f"{path}{{}}")
-            return MapType(StringType(), values, values_null), nullable
+            return T.MapType(T.StringType(), values, values_null), nullable
         required = set(schema.get("required", ()))
-        struct = StructType()
+        struct = T.StructType()
         for name, sub in (properties or {}).items():
             dtype, may_be_null = _spark(sub, root, f"{path}.{name}".lstrip("."))
-            struct.add(StructField(name, dtype, may_be_null or name not in required))
+            struct.add(T.StructField(name, dtype, may_be_null or name not in required))
         return struct, nullable
     if kind == "array":
         if not isinstance(schema.get("items"), dict):
             raise DecodeError(f"the JSON Schema array at {where} needs one \"items\" schema.")
         items, items_null = _spark(schema["items"], root, f"{path}[]")
-        return ArrayType(items, items_null), nullable
+        return T.ArrayType(items, items_null), nullable
     if kind == "string":
         fmt = schema.get("format")
         if fmt == "date-time":
-            return TimestampType(), nullable
+            return T.TimestampType(), nullable
         if fmt == "date":
-            return DateType(), nullable
+            return T.DateType(), nullable
         if fmt == "decimal":
             return DECIMAL, nullable
         if schema.get("contentEncoding") == "base64":
-            return BinaryType(), nullable
-        return StringType(), nullable
-    simple = {"boolean": BooleanType(), "integer": LongType(), "number": DoubleType()}
+            return T.BinaryType(), nullable
+        return T.StringType(), nullable
+    simple = {"boolean": T.BooleanType(), "integer": T.LongType(), "number": T.DoubleType()}
     if kind in simple:
         return simple[kind], nullable
     raise DecodeError(f"the JSON Schema at {where} has the type {kind!r}, which has no Spark "
@@ -140,101 +122,92 @@ def _resolve(ref: str, root: dict[str, Any], where: str) -> Any:
     return node
 
 
-def schema_from_spark(struct: StructType, title: str) -> str:
+def schema_from_spark(struct: T.StructType, title: str) -> str:
     """A JSON Schema (text) for rows of ``struct``, titled ``title``."""
     schema = {"$schema": "http://json-schema.org/draft-07/schema#", "title": title,
               **_object(struct)}
     return json.dumps(schema)
 
 
-def _object(struct: StructType) -> dict[str, Any]:
+def _object(struct: T.StructType) -> dict[str, Any]:
     properties = {f.name: _json(f.dataType, f.nullable, f.name) for f in struct.fields}
     return {"type": "object", "properties": properties,
             "required": [f.name for f in struct.fields if not f.nullable],
             "additionalProperties": False}
 
 
-def _json(dtype: DataType, nullable: bool, name: str) -> dict[str, Any]:
+def _json(dtype: T.DataType, nullable: bool, name: str) -> dict[str, Any]:
     schema = json_type(dtype, name)
     if nullable:
         return {"anyOf": [{"type": "null"}, schema]}
     return schema
 
 
-def json_type(dtype: DataType, name: str) -> dict[str, Any]:
+_JSON_TYPES: tuple[tuple[tuple[type[T.DataType], ...], dict[str, str]], ...] = (
+    ((T.ByteType, T.ShortType, T.IntegerType, T.LongType), {"type": "integer"}),
+    ((T.FloatType, T.DoubleType), {"type": "number"}),
+    ((T.BooleanType,), {"type": "boolean"}),
+    ((T.StringType,), {"type": "string"}),
+    ((T.BinaryType,), {"type": "string", "contentEncoding": "base64"}),
+    ((T.DecimalType,), {"type": "string", "format": "decimal"}),
+    ((T.TimestampType, T.TimestampNTZType), {"type": "string", "format": "date-time"}),
+    ((T.DateType,), {"type": "string", "format": "date"}),
+)
+"""The JSON Schema of each Spark leaf type."""
+
+
+def json_type(dtype: T.DataType, name: str) -> dict[str, Any]:
     """The JSON Schema of a Spark type (``name`` is the column, for errors)."""
-    if isinstance(dtype, StructType):
+    if isinstance(dtype, T.StructType):
         return _object(dtype)
-    if isinstance(dtype, ArrayType):
+    if isinstance(dtype, T.ArrayType):
         return {"type": "array", "items": _json(dtype.elementType, dtype.containsNull, name)}
-    if isinstance(dtype, MapType):
-        if not isinstance(dtype.keyType, StringType):
+    if isinstance(dtype, T.MapType):
+        if not isinstance(dtype.keyType, T.StringType):
             raise DecodeError(f"the column {name} is a map with {dtype.keyType.simpleString()} "
                               "keys; JSON objects have string keys. Cast the keys to string.")
         return {"type": "object",
                 "additionalProperties": _json(dtype.valueType, dtype.valueContainsNull, name)}
-    if isinstance(dtype, (ByteType, ShortType, IntegerType, LongType)):
-        return {"type": "integer"}
-    if isinstance(dtype, (FloatType, DoubleType)):
-        return {"type": "number"}
-    if isinstance(dtype, BooleanType):
-        return {"type": "boolean"}
-    if isinstance(dtype, StringType):
-        return {"type": "string"}
-    if isinstance(dtype, BinaryType):
-        return {"type": "string", "contentEncoding": "base64"}
-    if isinstance(dtype, DecimalType):
-        return {"type": "string", "format": "decimal"}
-    if isinstance(dtype, (TimestampType, TimestampNTZType)):
-        return {"type": "string", "format": "date-time"}
-    if isinstance(dtype, DateType):
-        return {"type": "string", "format": "date"}
+    for classes, schema in _JSON_TYPES:
+        if isinstance(dtype, classes):
+            return dict(schema)
     raise DecodeError(f"the column {name} has the type {dtype.simpleString()}, which has no "
                       "JSON Schema counterpart here; cast it (e.g. to string).")
 
 
-def to_spark(value: Any, dtype: DataType) -> Any:
+def to_spark(value: Any, dtype: T.DataType) -> Any:
     """A decoded JSON value as a Python value Arrow takes for ``dtype``."""
-    if value is None:
-        return None
-    if isinstance(dtype, StructType):
-        return {f.name: to_spark(value.get(f.name), f.dataType) for f in dtype.fields}
-    if isinstance(dtype, ArrayType):
-        return [to_spark(v, dtype.elementType) for v in value]
-    if isinstance(dtype, MapType):
-        return {k: to_spark(v, dtype.valueType) for k, v in value.items()}
-    if isinstance(dtype, TimestampType):
+    return convert(value, dtype, _to_spark_leaf)
+
+
+def _to_spark_leaf(value: Any, dtype: T.DataType) -> Any:
+    if isinstance(dtype, T.TimestampType):
         parsed = dt.datetime.fromisoformat(value)
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=dt.UTC)
-    if isinstance(dtype, DateType):
+    if isinstance(dtype, T.DateType):
         return dt.date.fromisoformat(value)
-    if isinstance(dtype, DecimalType):
+    if isinstance(dtype, T.DecimalType):
         return decimal.Decimal(value).quantize(decimal.Decimal(1).scaleb(-dtype.scale))
-    if isinstance(dtype, BinaryType):
+    if isinstance(dtype, T.BinaryType):
         return base64.b64decode(value)
-    if isinstance(dtype, DoubleType):
+    if isinstance(dtype, T.DoubleType):
         return float(value)
     return value
 
 
-def from_spark(value: Any, dtype: DataType) -> Any:
+def from_spark(value: Any, dtype: T.DataType) -> Any:
     """A Spark row value (from Arrow's ``to_pylist``) as JSON for ``dtype``."""
-    if value is None:
-        return None
-    if isinstance(dtype, StructType):
-        return {f.name: from_spark(value.get(f.name), f.dataType) for f in dtype.fields}
-    if isinstance(dtype, ArrayType):
-        return [from_spark(v, dtype.elementType) for v in value]
-    if isinstance(dtype, MapType):
-        items = value.items() if isinstance(value, dict) else value
-        return {k: from_spark(v, dtype.valueType) for k, v in items}
-    if isinstance(dtype, TimestampType):
+    return convert(value, dtype, _from_spark_leaf)
+
+
+def _from_spark_leaf(value: Any, dtype: T.DataType) -> Any:
+    if isinstance(dtype, T.TimestampType):
         stamp = value if value.tzinfo else value.replace(tzinfo=dt.UTC)
         return stamp.isoformat()
-    if isinstance(dtype, (TimestampNTZType, DateType)):
+    if isinstance(dtype, (T.TimestampNTZType, T.DateType)):
         return value.isoformat()
-    if isinstance(dtype, DecimalType):
+    if isinstance(dtype, T.DecimalType):
         return str(value)
-    if isinstance(dtype, BinaryType):
+    if isinstance(dtype, T.BinaryType):
         return base64.b64encode(value).decode("ascii")
     return value

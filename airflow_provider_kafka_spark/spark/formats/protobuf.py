@@ -49,26 +49,7 @@ from google.protobuf import (
 )
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
-from pyspark.sql.types import (
-    ArrayType,
-    BinaryType,
-    BooleanType,
-    ByteType,
-    DataType,
-    DayTimeIntervalType,
-    DecimalType,
-    DoubleType,
-    FloatType,
-    IntegerType,
-    LongType,
-    MapType,
-    ShortType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-    TimestampType,
-)
+from pyspark.sql import types as T
 
 from airflow_provider_kafka_spark.errors import DecodeError
 
@@ -80,13 +61,13 @@ _WRAPPERS = {"google.protobuf." + n for n in (
     "DoubleValue", "FloatValue", "Int64Value", "UInt64Value", "Int32Value", "UInt32Value",
     "BoolValue", "StringValue", "BytesValue")}
 _F = FieldDescriptor
-_SCALARS: dict[int, DataType] = {
-    _F.TYPE_BOOL: BooleanType(), _F.TYPE_STRING: StringType(), _F.TYPE_BYTES: BinaryType(),
-    _F.TYPE_INT32: IntegerType(), _F.TYPE_SINT32: IntegerType(), _F.TYPE_SFIXED32: IntegerType(),
-    _F.TYPE_UINT32: LongType(), _F.TYPE_FIXED32: LongType(), _F.TYPE_INT64: LongType(),
-    _F.TYPE_SINT64: LongType(), _F.TYPE_SFIXED64: LongType(),
-    _F.TYPE_UINT64: DecimalType(20, 0), _F.TYPE_FIXED64: DecimalType(20, 0),
-    _F.TYPE_FLOAT: FloatType(), _F.TYPE_DOUBLE: DoubleType(), _F.TYPE_ENUM: StringType(),
+_SCALARS: dict[int, T.DataType] = {
+    _F.TYPE_BOOL: T.BooleanType(), _F.TYPE_STRING: T.StringType(), _F.TYPE_BYTES: T.BinaryType(),
+    _F.TYPE_INT32: T.IntegerType(), _F.TYPE_SINT32: T.IntegerType(), _F.TYPE_SFIXED32: T.IntegerType(),
+    _F.TYPE_UINT32: T.LongType(), _F.TYPE_FIXED32: T.LongType(), _F.TYPE_INT64: T.LongType(),
+    _F.TYPE_SINT64: T.LongType(), _F.TYPE_SFIXED64: T.LongType(),
+    _F.TYPE_UINT64: T.DecimalType(20, 0), _F.TYPE_FIXED64: T.DecimalType(20, 0),
+    _F.TYPE_FLOAT: T.FloatType(), _F.TYPE_DOUBLE: T.DoubleType(), _F.TYPE_ENUM: T.StringType(),
 }
 
 
@@ -137,39 +118,39 @@ def _file_proto(name: str, text: str | None) -> descriptor_pb2.FileDescriptorPro
     return proto
 
 
-def spark_type(descriptor: Descriptor) -> StructType:
+def spark_type(descriptor: Descriptor) -> T.StructType:
     """The Spark type of a message."""
     return _struct(descriptor, ())
 
 
-def _struct(descriptor: Descriptor, seen: tuple[str, ...]) -> StructType:
+def _struct(descriptor: Descriptor, seen: tuple[str, ...]) -> T.StructType:
     if descriptor.full_name in seen:
         raise DecodeError(f"the Protobuf message {descriptor.full_name} contains itself "
                           f"({' -> '.join((*seen, descriptor.full_name))}); Spark types "
                           "cannot recurse. Decode it as bytes.")
-    return StructType([StructField(f.name, *_field(f, (*seen, descriptor.full_name)))
+    return T.StructType([T.StructField(f.name, *_field(f, (*seen, descriptor.full_name)))
                        for f in descriptor.fields])
 
 
-def _field(f: FieldDescriptor, seen: tuple[str, ...]) -> tuple[DataType, bool]:
+def _field(f: FieldDescriptor, seen: tuple[str, ...]) -> tuple[T.DataType, bool]:
     if _is_map(f):
         key, value = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
         value_type, value_null = _single(value, seen)
-        return MapType(_single(key, seen)[0], value_type, value_null), False
+        return T.MapType(_single(key, seen)[0], value_type, value_null), False
     dtype, nullable = _single(f, seen)
     if f.is_repeated:
-        return ArrayType(dtype, False), False
+        return T.ArrayType(dtype, False), False
     return dtype, nullable
 
 
-def _single(f: FieldDescriptor, seen: tuple[str, ...]) -> tuple[DataType, bool]:
+def _single(f: FieldDescriptor, seen: tuple[str, ...]) -> tuple[T.DataType, bool]:
     if f.type != _F.TYPE_MESSAGE:
         return _SCALARS[f.type], f.has_presence
     name = f.message_type.full_name
     if name == _TIMESTAMP:
-        return TimestampType(), True
+        return T.TimestampType(), True
     if name == _DURATION:
-        return DayTimeIntervalType(), True
+        return T.DayTimeIntervalType(), True
     if name in _WRAPPERS:
         return _SCALARS[f.message_type.fields_by_name["value"].type], True
     return _struct(f.message_type, seen), True
@@ -271,7 +252,7 @@ def _scalar(value: Any, f: FieldDescriptor) -> Any:
     return value
 
 
-def schema_from_spark(struct: StructType, name: str) -> str:
+def schema_from_spark(struct: T.StructType, name: str) -> str:
     """A Protobuf schema (base64 ``FileDescriptorProto``, as registered by confluent-kafka)
     with one message ``name`` for rows of ``struct``."""
     proto = descriptor_pb2.FileDescriptorProto(name=f"{name}.proto", syntax="proto3")
@@ -282,16 +263,16 @@ def schema_from_spark(struct: StructType, name: str) -> str:
     return base64.b64encode(proto.SerializeToString()).decode("ascii")
 
 
-def _message(message: descriptor_pb2.DescriptorProto, struct: StructType,
+def _message(message: descriptor_pb2.DescriptorProto, struct: T.StructType,
              imports: set[str]) -> None:
     for number, f in enumerate(struct.fields, start=1):
         field = message.field.add(name=f.name, number=number,
                                   label=_F.LABEL_OPTIONAL)
         dtype = f.dataType
-        if isinstance(dtype, ArrayType):
+        if isinstance(dtype, T.ArrayType):
             field.label = _F.LABEL_REPEATED
             dtype = dtype.elementType
-        elif isinstance(dtype, MapType):
+        elif isinstance(dtype, T.MapType):
             entry = message.nested_type.add(name=f"{_camel(f.name)}Entry")
             entry.options.map_entry = True
             _typed(entry.field.add(name="key", number=1, label=_F.LABEL_OPTIONAL),
@@ -310,24 +291,24 @@ def _message(message: descriptor_pb2.DescriptorProto, struct: StructType,
             field.oneof_index = oneof
 
 
-def _typed(field: descriptor_pb2.FieldDescriptorProto, dtype: DataType,
+def _typed(field: descriptor_pb2.FieldDescriptorProto, dtype: T.DataType,
            parent: descriptor_pb2.DescriptorProto, name: str, imports: set[str]) -> None:
-    scalars = {BooleanType: _F.TYPE_BOOL, StringType: _F.TYPE_STRING, BinaryType: _F.TYPE_BYTES,
-               ByteType: _F.TYPE_INT32, ShortType: _F.TYPE_INT32, IntegerType: _F.TYPE_INT32,
-               LongType: _F.TYPE_INT64, FloatType: _F.TYPE_FLOAT, DoubleType: _F.TYPE_DOUBLE}
+    scalars = {T.BooleanType: _F.TYPE_BOOL, T.StringType: _F.TYPE_STRING, T.BinaryType: _F.TYPE_BYTES,
+               T.ByteType: _F.TYPE_INT32, T.ShortType: _F.TYPE_INT32, T.IntegerType: _F.TYPE_INT32,
+               T.LongType: _F.TYPE_INT64, T.FloatType: _F.TYPE_FLOAT, T.DoubleType: _F.TYPE_DOUBLE}
     for cls, kind in scalars.items():
         if isinstance(dtype, cls):
             field.type = kind
             return
-    if isinstance(dtype, (TimestampType, TimestampNTZType)):
+    if isinstance(dtype, (T.TimestampType, T.TimestampNTZType)):
         field.type, field.type_name = _F.TYPE_MESSAGE, f".{_TIMESTAMP}"
         imports.add(timestamp_pb2.Timestamp.DESCRIPTOR.file.name)
         return
-    if isinstance(dtype, DayTimeIntervalType):
+    if isinstance(dtype, T.DayTimeIntervalType):
         field.type, field.type_name = _F.TYPE_MESSAGE, f".{_DURATION}"
         imports.add(duration_pb2.Duration.DESCRIPTOR.file.name)
         return
-    if isinstance(dtype, StructType):
+    if isinstance(dtype, T.StructType):
         nested = parent.nested_type.add(name=_camel(name))
         _message(nested, dtype, imports)
         field.type, field.type_name = _F.TYPE_MESSAGE, nested.name
