@@ -1,11 +1,11 @@
-"""Where an ingest's records go: one :class:`Sink` per destination, one file each.
+"""Where an ingest's records go: one :class:`Sink` per destination, one module each.
 
     sink.prepare(spark, shaped)   checks on the driver, before anything is read
     sink.write(df)                the Spark job
     sink.commit(manifest)         make the write visible (files: swap the staged folder in)
     sink.abort()                  after any failure, instead of commit
 
-* :class:`FileSink` (``files.py``): a folder of files per run, staged next to the run's
+* :class:`FileSink` (``files/``): a folder of files per run, staged next to the run's
   folder and swapped in only when complete, with a manifest;
 * :class:`KafkaSink` (``kafka.py``): a Kafka topic through ``write_kafka`` (exactly-once by
   default; see ``docs/exactly-once.md``).

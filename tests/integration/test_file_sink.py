@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.offsets import ConfigurationError
-from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, SinkError, files
-from airflow_provider_kafka_spark.sinks.files import PREVIOUS_MARK, STAGING_MARK
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, SinkError
+from airflow_provider_kafka_spark.sinks.files import PREVIOUS_MARK, STAGING_MARK, swap
 
 pytestmark = pytest.mark.spark
 
@@ -74,7 +74,7 @@ def test_a_failed_swap_puts_the_previous_output_back(
     out = tmp_path / "out"
     write(spark, out, ["old"], {"run": 1})
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    rename = files._rename
+    rename = swap._rename
 
     def failing_second_rename(fs: Any, source: str, destination: str, purpose: str,
                               path: str) -> None:
@@ -82,7 +82,7 @@ def test_a_failed_swap_puts_the_previous_output_back(
             raise SinkError("simulated: the file system refused the rename")
         rename(fs, source, destination, purpose, path)
 
-    monkeypatch.setattr(files, "_rename", failing_second_rename)
+    monkeypatch.setattr(swap, "_rename", failing_second_rename)
     sink = FileSink(str(out), format="json")
     df = frame(spark, ["new"])
     sink.prepare(spark, df.limit(0))

@@ -1,0 +1,245 @@
+"""The :class:`FileSink`: the :class:`~airflow_provider_kafka_spark.sinks.base.Sink` steps of a
+folder of files (prepare / write / commit / abort), and :func:`check_file_sink_arguments`.
+
+The swap it runs is in :mod:`~airflow_provider_kafka_spark.sinks.files.swap`, the file systems
+it runs on in :mod:`~airflow_provider_kafka_spark.sinks.files.filesystems`; the protocol as a
+whole is described in :mod:`airflow_provider_kafka_spark.sinks.files`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import posixpath
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, kafka_errors
+from airflow_provider_kafka_spark.options import DATA_SOURCE_NAME
+from airflow_provider_kafka_spark.sinks.base import Sink, cut, error_line
+from airflow_provider_kafka_spark.sinks.files import swap
+from airflow_provider_kafka_spark.sinks.files.filesystems import (
+    HadoopFiles,
+    connect_local_path,
+    in_driver,
+    is_connect_session,
+    on_executor,
+)
+from airflow_provider_kafka_spark.sinks.files.swap import MANIFEST_NAME, STAGING_MARK, Layout
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+DEAD_LETTER_FOLDER = "_dead_letter"
+"""The folder of undecodable records inside an output folder (Parquet; skipped by readers of
+the output, like every name starting with ``_``)."""
+
+_OPTION_TYPES = (str, int, float, bool)
+
+
+def check_file_sink_arguments(path: Any, format: Any, options: Any, partition_by: Any,
+                              owner: str = "FileSink") -> None:
+    """Raise :class:`ConfigurationError` for arguments no file sink can take (no Spark
+    needed; the session checks the rest in :meth:`FileSink.prepare`)."""
+    if not isinstance(path, str) or not path.strip():
+        raise ConfigurationError(
+            f"{owner}: path={path!r} is not valid; pass the folder of the output, e.g. "
+            "'s3a://lake/events/2024-05-01T00' or '/data/events/2024-05-01T00'."
+        )
+    if not isinstance(format, str) or not DATA_SOURCE_NAME.fullmatch(format.strip()):
+        raise ConfigurationError(
+            f"{owner}: format={format!r} is not valid; pass a Spark data source name such "
+            "as 'parquet', 'json', 'csv', 'orc', or 'avro' (with its package)."
+        )
+    if not isinstance(options, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, _OPTION_TYPES) for k, v in options.items()):
+        raise ConfigurationError(
+            f"{owner}: options={options!r} is not valid; pass a dict of Spark writer options "
+            "with string keys and str, int, float or bool values, e.g. {'compression': 'zstd'}."
+        )
+    if isinstance(partition_by, str) or not isinstance(partition_by, Sequence) or not all(
+            isinstance(c, str) and c.strip() for c in partition_by):
+        raise ConfigurationError(
+            f"{owner}: partition_by={partition_by!r} is not valid; pass a list of column "
+            "names, e.g. ['event_date'] (a list even for one column)."
+        )
+
+
+class FileSink(Sink):
+    """Write a DataFrame as files into the folder ``path``, replacing that folder as a whole
+    only once the new output is complete (see :mod:`airflow_provider_kafka_spark.sinks.files`
+    for the staging layout and what is atomic on which file system).
+
+    :param path: the output folder, on any Hadoop file system the session reaches; on a Spark
+        Connect session, a local path of the cluster's machines (``file:`` or absolute).
+    :param format: a Spark data source name (``parquet``, ``json``, ``csv``, ``orc``...).
+    :param options: Spark writer options.
+    :param partition_by: columns to partition the folder by.
+    """
+
+    def __init__(self, path: str, *, format: str = "parquet",
+                 options: Mapping[str, Any] | None = None,
+                 partition_by: Sequence[str] = ()) -> None:
+        options = {} if options is None else options
+        check_file_sink_arguments(path, format, options, partition_by)
+        self.path = path.strip()
+        self.format = format.strip()
+        self.options = dict(options)
+        self.partition_by = [c.strip() for c in partition_by]
+        self._run: Callable[..., Any] | None = None  # runs a step where the files are
+        self._layout: Layout | None = None
+        self._staged = False  # the staging folder exists (prepare succeeded, no commit yet)
+        self._created: str | None = None  # the topmost parent folder prepare() created
+        self._writes_to = ""  # the staging folder as Spark's writer is given it
+
+    def describe(self) -> dict[str, Any]:
+        """``{"path", "format", "manifest"}``."""
+        return {"path": self.path, "format": self.format,
+                "manifest": f"{self.path.rstrip('/')}/{MANIFEST_NAME}"}
+
+    # -- the steps -----------------------------------------------------------------------
+
+    def prepare(self, spark: SparkSession, shaped: DataFrame) -> None:
+        """Look the format up, repair an interrupted swap, and write an empty DataFrame with
+        ``shaped``'s columns to a new staging folder.
+
+        Raises:
+            ConfigurationError: an unknown format, ``path`` a file or a root, or the empty
+                write failed (format vs. columns, options, ``partition_by``, permissions); on
+                Spark Connect also a path that is not local (``file:``) or not absolute, or
+                whose staging folder the executors do not see. Nothing is left behind.
+        """
+        token = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
+        if is_connect_session(spark):
+            target = connect_local_path(self.path)
+            self._run = on_executor(spark)
+            self._layout = Layout.of(target, posixpath.dirname(target),
+                                     posixpath.basename(target), token, posixpath.join)
+            self._writes_to = f"file:{self._layout.staging}"
+        else:
+            files = self._hadoop_files(spark)
+            self._run = in_driver(files)
+            target = files.qualified(self.path)
+            parent = files.parent(target)
+            if parent is None:
+                self._root_error()
+            self._layout = Layout.of(target, parent, files.name(target), token, files.child)
+            self._writes_to = self._layout.staging
+        if self._layout.name in ("", "/", ".", ".."):
+            self._root_error()
+        self._created = self._run(swap.inspect, self._layout, self.path)
+        self._staged = True
+        try:
+            self._writer(shaped.limit(0)).save(self._writes_to)
+            if is_connect_session(spark):
+                self._run(swap.check_staged, self._layout, self.path)
+        except ConfigurationError:
+            self.abort()
+            raise
+        except Exception as exc:
+            self.abort()
+            if "DATA_SOURCE_NOT_FOUND" in str(exc) or "Failed to find data source" in str(exc):
+                raise self._unknown_format(exc) from exc
+            raise ConfigurationError(
+                f"the file sink could not write an empty DataFrame with the output's columns "
+                f"({cut(shaped.schema.simpleString(), 300)}) as {self.format!r} to "
+                f"{self._writes_to}: {error_line(exc)}. Check the format, options "
+                f"({self.options}) and partition_by ({self.partition_by}) against these columns, "
+                "and that the folder's parent can be written. Nothing was read or written."
+            ) from exc
+
+    def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
+        """Write ``df`` into the staging folder, and ``dead_letters`` (as Parquet) into its
+        ``_dead_letter`` folder, published with it; ``path`` is untouched."""
+        self._require_prepared("write")
+        with kafka_errors():
+            self._writer(df).save(self._writes_to)
+            if dead_letters is not None:
+                dead_letters.write.mode("errorifexists").parquet(
+                    f"{self._writes_to.rstrip('/')}/{DEAD_LETTER_FOLDER}")
+        if dead_letters is None:
+            return self.describe()
+        return {**self.describe(), "dead_letter": {
+            "path": f"{self.path.rstrip('/')}/{DEAD_LETTER_FOLDER}", "format": "parquet"}}
+
+    def commit(self, manifest: Mapping[str, Any]) -> None:
+        """Write ``manifest`` into the staging folder and swap the folder in for ``path``.
+
+        Raises:
+            SinkError: a rename failed; the previous output is back at ``path`` (or, if even
+                that failed, the message says where it is).
+        """
+        layout = self._require_prepared("commit")
+        assert self._run is not None
+        self._run(swap.commit, layout, self.path, json.dumps(dict(manifest), indent=2,
+                                                             sort_keys=True))
+        self._staged = False
+
+    def abort(self) -> None:
+        """Delete the staging folder, put the previous output back if it was set aside, and
+        remove the empty parent folders :meth:`prepare` created. Never raises: what cannot be
+        cleaned is logged, and the next successful run of the same path deletes it."""
+        if self._run is None or self._layout is None:
+            return
+        try:
+            self._run(swap.abort, self._layout, self.path, self._created)
+        except Exception as exc:  # runs while another exception propagates: log, never mask it
+            log.warning("The file sink could not clean up after the failure: %s. A staging folder "
+                        "(%s*) may remain next to %s; the next successful run of the same path "
+                        "deletes it.", error_line(exc), STAGING_MARK, self.path)
+        self._staged = False
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _writer(self, df: DataFrame) -> Any:
+        writer = df.write.mode("overwrite").format(self.format).options(**self.options)
+        return writer.partitionBy(*self.partition_by) if self.partition_by else writer
+
+    def _hadoop_files(self, spark: SparkSession) -> HadoopFiles:
+        """The Hadoop file system of ``path`` in the driver's JVM; the format is looked up
+        first (no job, no file touched)."""
+        jvm, jsc = getattr(spark, "_jvm", None), getattr(spark, "_jsc", None)
+        if jvm is None or jsc is None:
+            raise ConfigurationError(
+                f"the file sink got a session without a driver JVM ({type(spark).__name__}) "
+                f"for {self.path!r}; pass a classic SparkSession or a Spark Connect one."
+            )
+        try:
+            conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+            jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
+                self.format, conf)
+        except Exception as exc:
+            raise self._unknown_format(exc) from exc
+        try:
+            target = jvm.org.apache.hadoop.fs.Path(self.path)
+            return HadoopFiles(jvm, target.getFileSystem(jsc.hadoopConfiguration()))
+        except Exception as exc:
+            raise ConfigurationError(
+                f"the file sink cannot reach path {self.path!r}: {error_line(exc)}. Check the "
+                "URI scheme and that its file system is configured in the Spark session."
+            ) from exc
+
+    def _root_error(self) -> NoReturn:
+        raise ConfigurationError(
+            f"the file sink's path {self.path!r} is the root of its file system; pass a "
+            "folder below it (the folder is replaced as a whole)."
+        )
+
+    def _unknown_format(self, exc: BaseException) -> ConfigurationError:
+        return ConfigurationError(
+            f"output format {self.format!r} is not a data source of this Spark session: "
+            f"{error_line(exc)}. Use a built-in file format ('parquet', 'json', 'csv', "
+            "'orc', 'text') or put the package that provides it on the session's classpath "
+            "(e.g. spark.jars.packages=org.apache.spark:spark-avro_2.13:<spark version> for "
+            "'avro')."
+        )
+
+    def _require_prepared(self, step: str) -> Layout:
+        if not self._staged or self._layout is None:
+            raise SinkError(f"FileSink.{step}() called without a successful prepare() (or after "
+                            "commit/abort); call prepare(spark, shaped) first, once per write.")
+        return self._layout
