@@ -1,5 +1,7 @@
-"""The one place that turns a user's librdkafka config into a client config, and builds
-clients from it (:func:`new_client`).
+"""The one place that turns a user's librdkafka config into a client config: any client's
+(:func:`client_config`), a bounded consumer's (:func:`consumer_config`), ``write_kafka``'s
+producer's (:func:`producer_config`), the native client's strings (:func:`native_settings`);
+and builds clients from it (:func:`new_client`).
 
 The user config is the same dict as the ``extra`` JSON of Airflow's ``kafka`` connection.
 Secrets in it never reach a log line or an exception message: errors name keys, never the
@@ -17,9 +19,17 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-from airflow_provider_kafka_spark.errors import ConfigurationError, KafkaAuthenticationError
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    KafkaAuthenticationError,
+    WriteConfigError,
+)
 from airflow_provider_kafka_spark.offsets.specs import shown
-from airflow_provider_kafka_spark.options import ISOLATION_LEVELS, IsolationLevel
+from airflow_provider_kafka_spark.options import (
+    ISOLATION_LEVELS,
+    DeliveryGuarantee,
+    IsolationLevel,
+)
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +65,13 @@ def check_isolation_level(isolation_level: object) -> IsolationLevel:
 def check_timeout(timeout: object, name: str = "timeout") -> float:
     """``timeout`` in seconds as a float, if it is a positive, finite number (not a bool) of at
     most :data:`MAX_TIMEOUT`; else :class:`ConfigurationError`. (librdkafka reads -1 as
-    "forever", so a negative timeout would wait forever on an unreachable cluster.)"""
+    "forever", so a negative timeout would wait forever on an unreachable cluster.)
+
+    The time limit of the core's own cluster calls (``resolve_offsets``, ``commit_offsets``,
+    ``read_kafka``...): librdkafka bounds it, and the message names the argument only, as the
+    caller named it. An Airflow task's or trigger's duration argument (any positive length,
+    a ``timedelta`` too, the message naming the task) is
+    :func:`airflow_provider_kafka_spark.options.check_seconds` instead."""
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) \
             or not math.isfinite(timeout) or not 0 < timeout <= MAX_TIMEOUT:
         raise ConfigurationError(
@@ -295,6 +311,96 @@ def _warn_if_overridden(user: Mapping[str, Any], key: str, ours: Any, consequenc
         return
     _warned_overrides.add(seen)
     log.warning("kafka_config sets %s=%r, but %s", key, user[key], consequence.format(ours=ours))
+
+
+# Keys write_kafka's producer owns; a user value for them would silently change the guarantee.
+_PRODUCER_OWNED_KEYS = ("transactional.id", "enable.idempotence", "acks",
+                        "transaction.timeout.ms")
+
+DEFAULT_MESSAGE_TIMEOUT_MS = 120_000
+"""``none`` / ``at_least_once``: how long a record may wait for its acknowledgement, unless
+``kafka_config`` sets ``message.timeout.ms`` or ``delivery.timeout.ms``."""
+
+DEFAULT_MESSAGE_MAX_BYTES = 1_000_000
+"""librdkafka's default ``message.max.bytes``: the largest record a producer sends."""
+
+RECORD_OVERHEAD_BYTES = 36
+"""What librdkafka adds to a record's key and value (no headers) before comparing it with
+``message.max.bytes``: the most a v2 record's length, attributes, timestamp and offset deltas,
+key and value lengths and header count take (``RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD``)."""
+
+
+def producer_config(
+    kafka_config: Mapping[str, Any],
+    guarantee: DeliveryGuarantee,
+    *,
+    transactional_id: str | None = None,
+    transaction_timeout_ms: int | None = None,
+) -> dict[str, Any]:
+    """The librdkafka producer config of one ``write_kafka`` task for ``guarantee``.
+
+    ``none``: ``acks=1``, no idempotence. ``at_least_once``: idempotent, ``acks=all``.
+    ``exactly_once``: additionally ``transactional.id`` and ``transaction.timeout.ms``.
+    The local queue defaults to 500,000 messages / 256 MiB unless ``kafka_config`` sets
+    ``queue.buffering.max.messages`` / ``queue.buffering.max.kbytes``. ``partitioner``
+    defaults to ``murmur2_random`` for every guarantee: a keyed record goes to
+    ``(murmur2(key) & 0x7fffffff) % partitions``, where Java producers and Spark's own Kafka
+    sink put it (librdkafka's default, ``consistent_random``, hashes with CRC-32 instead);
+    a record without a key goes to a random partition. A ``partitioner`` in ``kafka_config``
+    wins. ``none`` and ``at_least_once`` give a record ``message.timeout.ms=120000`` (two
+    minutes, as the Java producer's ``delivery.timeout.ms``; librdkafka's default is five) to
+    be acknowledged, unless ``kafka_config`` sets ``message.timeout.ms`` or
+    ``delivery.timeout.ms``; ``exactly_once`` leaves it to librdkafka, which caps it at
+    ``transaction.timeout.ms``.
+
+    Raises:
+        WriteConfigError: ``kafka_config`` sets a key the sink owns (``transactional.id``,
+            ``enable.idempotence``, ``acks``, ``transaction.timeout.ms``).
+    """
+    config = client_config(kafka_config)
+    owned = sorted(k for k in _PRODUCER_OWNED_KEYS if k in config)
+    if owned:
+        raise WriteConfigError(
+            f"kafka_config sets {owned}, which write_kafka sets from delivery_guarantee / "
+            "transactional_id_prefix / transaction_timeout_ms; remove them from kafka_config."
+        )
+    # A bulk sink: a deeper local queue than librdkafka's default (100k messages) keeps the
+    # producing thread from stalling on a full queue (measured: about 30% more records/s),
+    # while bounding the memory of one task's producer. Values in kafka_config win.
+    config.setdefault("queue.buffering.max.messages", 500_000)
+    config.setdefault("queue.buffering.max.kbytes", 256 * 1024)
+    config.setdefault("partitioner", "murmur2_random")  # Java-compatible placement of keys
+    if guarantee != "exactly_once" and "delivery.timeout.ms" not in config:
+        config.setdefault("message.timeout.ms", DEFAULT_MESSAGE_TIMEOUT_MS)
+    if guarantee == "none":
+        config.update({"acks": "1", "enable.idempotence": False})
+    else:
+        config.update({"acks": "all", "enable.idempotence": True})
+    if guarantee == "exactly_once":
+        if not transactional_id or transaction_timeout_ms is None:
+            raise WriteConfigError(
+                "producer_config(guarantee='exactly_once') needs transactional_id= and "
+                "transaction_timeout_ms=; pass both (write_kafka derives them from "
+                "transactional_id_prefix, write_id and transaction_timeout_ms)."
+            )
+        config["transactional.id"] = transactional_id
+        config["transaction.timeout.ms"] = int(transaction_timeout_ms)
+    return config
+
+
+def message_max_bytes(kafka_config: Mapping[str, Any]) -> int | None:
+    """The producer's ``message.max.bytes``: ``kafka_config``'s, else librdkafka's default;
+    ``None`` if ``kafka_config``'s value is not a whole number (librdkafka refuses it when the
+    producer is built)."""
+    value = kafka_config.get("message.max.bytes")
+    if value is None:
+        return DEFAULT_MESSAGE_MAX_BYTES
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    try:
+        return int(value)
+    except ValueError:
+        return None
 
 
 _AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL,

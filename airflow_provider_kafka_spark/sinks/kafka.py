@@ -72,7 +72,7 @@ class KafkaSink(Sink):
             WriteConfigError: a column ``write_kafka`` does not take, or no ``value``.
         """
         from airflow_provider_kafka_spark.errors import WriteConfigError
-        from airflow_provider_kafka_spark.spark.write.writer import ACCEPTED_COLUMNS
+        from airflow_provider_kafka_spark.spark.write.checks import ACCEPTED_COLUMNS
 
         columns = self._selected(shaped).columns
         unknown = [c for c in columns if c not in ACCEPTED_COLUMNS]

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kafka_spark.spark.write.transactions import DeliveryGuarantee, producer_config
+from airflow_provider_kafka_spark.offsets.config import producer_config
+from airflow_provider_kafka_spark.options import DeliveryGuarantee
 
 CONFIG = {"bootstrap.servers": "127.0.0.1:9092"}
 EOS: dict[str, Any] = {"transactional_id": "app-0123456789ab-0",

@@ -9,8 +9,9 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_kafka_spark.errors import DeliveryError
-from airflow_provider_kafka_spark.spark import transactions
-from airflow_provider_kafka_spark.spark.write.transactions import TaskPlan, write_partition
+from airflow_provider_kafka_spark.spark.write import task
+from airflow_provider_kafka_spark.spark.write.plan import TaskPlan
+from airflow_provider_kafka_spark.spark.write.task import write_partition
 
 
 class _StuckProducer:
@@ -44,8 +45,8 @@ def test_records_never_delivered_fail_the_task_after_a_bounded_flush(
         producers.append(_StuckProducer(config))
         return producers[-1]
 
-    monkeypatch.setattr(transactions, "_new_producer", stuck)
-    monkeypatch.setattr(transactions, "FLUSH_GRACE_S", 0.3)
+    monkeypatch.setattr(task, "new_producer", stuck)
+    monkeypatch.setattr(task, "FLUSH_GRACE_S", 0.3)
     plan = TaskPlan(kafka_config={"bootstrap.servers": "127.0.0.1:9", "message.timeout.ms": 200},
                     guarantee=guarantee, topic="out")  # type: ignore[arg-type]
     batch = pa.RecordBatch.from_pydict({"value": pa.array([b"a", b"b", b"c"])})

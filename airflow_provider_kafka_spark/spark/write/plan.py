@@ -1,0 +1,216 @@
+"""The tasks' plan (:class:`TaskPlan`: everything a task needs, built once on the driver and
+shipped to every task), and how the driver of an ``exactly_once`` write makes it against the
+ledger: which tasks an earlier attempt already committed (and with which input), and fencing
+the unfinished tasks of an attempt that may have left a transaction open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from confluent_kafka.admin import AdminClient
+
+from airflow_provider_kafka_spark.errors import LedgerError
+from airflow_provider_kafka_spark.offsets.cluster import admin_client
+from airflow_provider_kafka_spark.offsets.config import producer_config
+from airflow_provider_kafka_spark.options import DeliveryGuarantee
+from airflow_provider_kafka_spark.spark.write.checks import (
+    check_ledger_record_fits,
+    check_metadata_timeout,
+)
+from airflow_provider_kafka_spark.spark.write.cluster import (
+    check_transaction_timeout,
+    read_cluster,
+)
+from airflow_provider_kafka_spark.spark.write.ledger import (
+    TaskInput,
+    check_inputs,
+    ensure_ledger_topic,
+    ledger_end_offset,
+    ledger_partition,
+    ledger_start_offset,
+    read_ledger,
+)
+from airflow_provider_kafka_spark.spark.write.producer import (
+    check_producer_config,
+    new_producer,
+)
+from airflow_provider_kafka_spark.spark.write.transactions import (
+    init_transactions,
+    transactional_id,
+)
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything a task needs, built once on the driver and shipped to every task.
+
+    ``kafka_config`` holds the user's client config (possibly secrets): it is excluded from
+    ``repr`` so that it never appears in a log line or a traceback.
+    """
+
+    kafka_config: Mapping[str, Any] = field(repr=False)
+    guarantee: DeliveryGuarantee
+    topic: str | None
+    # exactly_once only:
+    write_id: str | None = None
+    transactional_id_prefix: str | None = None
+    num_partitions: int = 0
+    ledger_topic: str | None = None
+    ledger_partition: int = 0
+    ledger_offset: int = 0
+    committed: frozenset[int] = frozenset()
+    committed_topics: tuple[str, ...] = ()
+    expected_rows: tuple[int, ...] | None = None
+    # The content digest of each partition's input (driver's pre-pass), recorded in the task's
+    # ledger entry; None: not known (then the entry has none).
+    digests: tuple[str | None, ...] | None = None
+    transaction_timeout_ms: int = 60000
+    init_timeout_s: float = 60.0
+    max_transaction_retries: int = 3
+    retry_buffer_bytes: int = 256 * 1024 * 1024
+
+    def transactional_id(self, index: int) -> str:
+        """The ``transactional.id`` of task ``index`` (``exactly_once``)."""
+        assert self.transactional_id_prefix and self.write_id
+        return transactional_id(self.transactional_id_prefix, self.write_id, index)
+
+    def digest(self, index: int) -> str | None:
+        """The content digest of task ``index``'s input; ``None``: not known."""
+        return self.digests[index] if self.digests is not None else None
+
+
+def prepare_exactly_once(
+    kafka_config: Mapping[str, Any],
+    *,
+    topic: str | None,
+    transactional_id_prefix: str,
+    write_id: str,
+    num_partitions: int,
+    ledger_topic: str,
+    transaction_timeout_ms: int,
+    init_transactions_timeout_s: float = 60.0,
+    max_transaction_retries: int = 3,
+    retry_buffer_bytes: int = 256 * 1024 * 1024,
+    metadata_timeout_s: float = 10.0,
+    inputs: Sequence[TaskInput] | None = None,
+) -> TaskPlan:
+    """The driver half of an ``exactly_once`` write, without Spark: check the transaction
+    timeout against the brokers, create/read the ledger, and return the tasks' plan.
+
+    ``inputs`` (one :class:`TaskInput` per partition index; ``write_kafka``'s pre-pass computes
+    them) are compared with the committed ledger entries and set the plan's ``expected_rows``
+    and ``digests``; without them nothing is compared and the caller sets ``expected_rows``.
+
+    Raises:
+        WriteConfigError: ``transaction_timeout_ms`` exceeds ``transaction.max.timeout.ms``,
+            or ``write_id`` is too long for a ledger record.
+        LedgerError: see :func:`~airflow_provider_kafka_spark.spark.write.writer.write_kafka`.
+    """
+    check_producer_config(kafka_config, "exactly_once",
+                          transactional_id=f"{transactional_id_prefix}-x",
+                          transaction_timeout_ms=transaction_timeout_ms)
+    check_ledger_record_fits(transactional_id_prefix, write_id, topic, kafka_config)
+    admin = admin_client(kafka_config)
+    seconds = check_metadata_timeout(metadata_timeout_s)
+    cluster = read_cluster(admin, kafka_config, seconds)
+    check_transaction_timeout(admin, cluster, transaction_timeout_ms, seconds)
+    return plan_exactly_once(
+        admin, kafka_config, topic=topic, transactional_id_prefix=transactional_id_prefix,
+        write_id=write_id, num_partitions=num_partitions, ledger_topic=ledger_topic,
+        transaction_timeout_ms=transaction_timeout_ms,
+        init_transactions_timeout_s=init_transactions_timeout_s,
+        max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
+        inputs=inputs)
+
+
+def plan_exactly_once(
+    admin: AdminClient,
+    kafka_config: Mapping[str, Any],
+    *,
+    topic: str | None,
+    transactional_id_prefix: str,
+    write_id: str,
+    num_partitions: int,
+    ledger_topic: str,
+    transaction_timeout_ms: int,
+    init_transactions_timeout_s: float,
+    max_transaction_retries: int,
+    retry_buffer_bytes: int,
+    inputs: Sequence[TaskInput] | None,
+) -> TaskPlan:
+    """Create/read the ledger, compare its entries with ``inputs``, and return the tasks'
+    plan (the arguments and the cluster are checked already).
+
+    Raises:
+        LedgerError: see :func:`~airflow_provider_kafka_spark.spark.write.writer.write_kafka`.
+    """
+    partitions = ensure_ledger_topic(admin, ledger_topic)
+    partition = ledger_partition(write_id, partitions)
+    # The driver's view is an optimisation (skip tasks known to be done); every task re-checks
+    # the ledger after fencing, so reading only up to the current last stable offset is enough.
+    stable = ledger_end_offset(admin, ledger_topic, partition, committed=True)
+    view = read_ledger(kafka_config, ledger_topic, partition,
+                       transactional_id_prefix=transactional_id_prefix, write_id=write_id,
+                       output_topic=topic,
+                       start_offset=ledger_start_offset(admin, ledger_topic, partition),
+                       until_offset=stable, timeout=transaction_timeout_ms / 1000 + 30)
+    other = {e.num_partitions for e in view.entries.values()} - {num_partitions}
+    if other:
+        raise LedgerError(
+            f"write_id {write_id!r} of transactional_id_prefix {transactional_id_prefix!r} was "
+            f"started on a DataFrame with {other.pop()} partitions but "
+            f"this DataFrame has {num_partitions}. A re-run must produce the same partitions; "
+            "use a new write_id for a different DataFrame. Nothing was written."
+        )
+    if inputs is not None:
+        check_inputs(view.entries, inputs, transactional_id_prefix=transactional_id_prefix,
+                     write_id=write_id)
+    plan = TaskPlan(
+        kafka_config=dict(kafka_config),
+        guarantee="exactly_once",
+        topic=topic,
+        write_id=write_id,
+        transactional_id_prefix=transactional_id_prefix,
+        num_partitions=num_partitions,
+        ledger_topic=ledger_topic,
+        ledger_partition=partition,
+        ledger_offset=view.end_offset,
+        committed=frozenset(view.entries),
+        committed_topics=tuple(sorted({t for e in view.entries.values() for t in e.topics})),
+        transaction_timeout_ms=transaction_timeout_ms,
+        init_timeout_s=init_transactions_timeout_s,
+        max_transaction_retries=max_transaction_retries,
+        retry_buffer_bytes=retry_buffer_bytes,
+        expected_rows=None if inputs is None else tuple(t.records for t in inputs),
+        digests=None if inputs is None else tuple(t.digest for t in inputs),
+    )
+    if stable < ledger_end_offset(admin, ledger_topic, partition, committed=False):
+        # An open transaction on the ledger partition: maybe a crashed attempt of this write
+        # that produced its ledger record but never committed. Fence our unfinished tasks now,
+        # rather than let every task wait for the broker to time that transaction out.
+        fence_tasks(plan, sorted(set(range(num_partitions)) - plan.committed))
+    return plan
+
+
+def fence_tasks(plan: TaskPlan, indices: Iterable[int]) -> None:
+    """Fence the transactional ids of ``indices``: abort any transaction a crashed attempt left
+    open, so that it stops holding back the last stable offset of the ledger and the output.
+
+    Raises:
+        TransactionError: (and subclasses) see
+            :func:`~airflow_provider_kafka_spark.spark.write.transactions.init_transactions`.
+    """
+
+    def fence(index: int) -> None:
+        tid = plan.transactional_id(index)
+        producer = new_producer(producer_config(
+            plan.kafka_config, "exactly_once", transactional_id=tid,
+            transaction_timeout_ms=plan.transaction_timeout_ms), "exactly_once")
+        init_transactions(producer, tid, plan.init_timeout_s)
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        list(pool.map(fence, indices))
