@@ -102,7 +102,12 @@ def check_positive_int(owner: str, name: str, value: Any, *, meaning: str, examp
 def check_seconds(owner: str, name: str, value: Any, *, meaning: str, example: float,
                   allow_none: bool = False) -> float | None:
     """``value`` as seconds ``> 0`` (an int, a float or a ``timedelta``); ``None`` passes with
-    ``allow_none``. Bools, strings, NaN and infinity never pass."""
+    ``allow_none``. Bools, strings, NaN and infinity never pass.
+
+    For the duration arguments of tasks and triggers (``poke_interval``, ``idle_timeout``, an
+    operator's ``timeout``), checked when the DAG is parsed, with no upper bound. The time
+    limit of a cluster call in the offset core, which librdkafka bounds to an hour, is
+    :func:`airflow_provider_kafka_spark.offsets.config.check_timeout`."""
     if value is None and allow_none:
         return None
     seconds = value.total_seconds() if isinstance(value, timedelta) else value

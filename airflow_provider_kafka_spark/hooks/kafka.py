@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.sdk import BaseHook
@@ -23,17 +24,18 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import amask_secret, mask_secret
 from confluent_kafka import KafkaException
 
+from airflow_provider_kafka_spark.arguments import DEFAULT_KAFKA_CONN_ID
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     KafkaSparkError,
     OffsetResolutionError,
 )
+from airflow_provider_kafka_spark.offsets.cluster import admin_client, cluster_failure
 from airflow_provider_kafka_spark.offsets.config import (
     client_config,
     cluster_name,
     is_secret_key,
 )
-from airflow_provider_kafka_spark.offsets.resolve import admin_client, cluster_failure
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
@@ -55,7 +57,7 @@ class KafkaHook(BaseHook):
     """
 
     conn_name_attr = "kafka_conn_id"
-    default_conn_name = "kafka_default"
+    default_conn_name = DEFAULT_KAFKA_CONN_ID
     conn_type = "kafka"
     hook_name = "Apache Kafka"
 
@@ -163,6 +165,18 @@ class KafkaHook(BaseHook):
             raise ConfigurationError(
                 f"Airflow connection {self.kafka_conn_id!r}: {exc} {_EXTRA_HELP}"
             ) from None
+
+
+class KafkaConnectionMixin:
+    """The ``kafka_conn_id`` argument of an operator, sensor or trigger, and the
+    :class:`KafkaHook` built from it."""
+
+    kafka_conn_id: str
+
+    @cached_property
+    def kafka_hook(self) -> KafkaHook:
+        """The hook for ``kafka_conn_id``; built on first use, inside the running task."""
+        return KafkaHook(kafka_conn_id=self.kafka_conn_id)
 
 
 def _secret_values(config: Mapping[str, Any]) -> list[Any]:

@@ -1,4 +1,5 @@
-"""The offset core: specs, subscriptions, resolved ranges, resolution and commits.
+"""The offset core: specs, subscriptions, resolved ranges, cluster access, resolution, commits
+and completeness checks.
 
 No Airflow and no Spark here: only confluent-kafka. Usable from any Python job::
 
@@ -24,14 +25,12 @@ from airflow_provider_kafka_spark.errors import (
     OffsetSpecError,
     PinnedRequestChangedError,
 )
+from airflow_provider_kafka_spark.offsets.cluster import admin_client, list_partitions
+from airflow_provider_kafka_spark.offsets.commit import CommitResult, commit_offsets
 from airflow_provider_kafka_spark.offsets.config import consumer_config
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.resolve import (
-    CommitResult,
     TimestampStop,
-    admin_client,
-    commit_offsets,
-    list_partitions,
     resolve_offsets,
     timestamp_stops,
 )

@@ -29,8 +29,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, OffsetResolutionError
+from airflow_provider_kafka_spark.offsets.cluster import RESULT_MARGIN, list_offsets, retry_transient
 from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config
-from airflow_provider_kafka_spark.offsets.resolve import RESULT_MARGIN, list_offsets, retry_transient
 
 
 @dataclass(frozen=True)

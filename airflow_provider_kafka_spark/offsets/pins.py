@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Producer
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, PinnedRequestChangedError
+from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.offsets.config import client_config
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     ensure_compacted_topic,
@@ -36,7 +37,6 @@ from airflow_provider_kafka_spark.offsets.internal_topics import (
     read_partition,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
-from airflow_provider_kafka_spark.offsets.resolve import admin_client
 from airflow_provider_kafka_spark.offsets.subscription import INTERNAL_TOPIC_PREFIX
 
 PINS_TOPIC = f"{INTERNAL_TOPIC_PREFIX}pins"

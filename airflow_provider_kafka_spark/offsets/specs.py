@@ -60,7 +60,7 @@ def shown(value: object) -> str:
 def check_topic_name(topic: object, where: str) -> str:
     """``topic`` if it can name a Kafka topic, else :class:`OffsetSpecError` (``where``
     says whose topic it is)."""
-    if is_topic_name(topic):
+    if isinstance(topic, str) and is_topic_name(topic):
         return topic
     raise OffsetSpecError(
         f"{where}: {shown(topic)} is not a Kafka topic name; topic names are 1 to 249 of the "

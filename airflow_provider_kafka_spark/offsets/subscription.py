@@ -163,3 +163,18 @@ def _check_internal(topics: Iterable[str], allow_internal: bool, method: str) ->
             "patterns never match them. To read them anyway, opt in with "
             f"{method}(..., allow_internal=True)."
         )
+
+
+def check_subscription(subscription: object) -> Subscription:
+    """``subscription`` if it is a :class:`Subscription`.
+
+    Raises:
+        OffsetSpecError: it is not one (the message says how to build one).
+    """
+    if not isinstance(subscription, Subscription):
+        raise OffsetSpecError(
+            f"subscription={shown(subscription)} is not a Subscription; build one with "
+            "Subscription.topics([...]), Subscription.pattern('...') or "
+            "Subscription.partitions([...])."
+        )
+    return subscription

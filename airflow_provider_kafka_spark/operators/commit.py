@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_provider_kafka_spark.arguments import checkable, parse_ranges
 from airflow_provider_kafka_spark.offsets import (
     CommitResult,
     ConfigurationError,
@@ -12,9 +13,9 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
 )
 from airflow_provider_kafka_spark.operators import metrics
-from airflow_provider_kafka_spark.operators.arguments import checkable, parse_ranges
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, bool_param
-from airflow_provider_kafka_spark.operators.lineage import Lineage, OpenLineageMixin, kafka_authority
+from airflow_provider_kafka_spark.operators.lineage import Lineage, kafka_authority
+from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.options import check_bool, check_seconds, check_text
 
 

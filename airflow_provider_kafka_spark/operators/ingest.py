@@ -10,19 +10,19 @@ from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kafka_spark.arguments import checkable, parse_ranges
 from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges
 from airflow_provider_kafka_spark.operators import metrics
-from airflow_provider_kafka_spark.operators.arguments import checkable, parse_ranges
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
 from airflow_provider_kafka_spark.operators.lineage import (
     Lineage,
-    OpenLineageMixin,
     dataset_of_path,
     kafka_authority,
     output_asset_uri,
 )
+from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.options import (
     DATA_LOSS_CHOICES,
     DATA_SOURCE_NAME,

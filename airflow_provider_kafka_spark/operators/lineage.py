@@ -1,9 +1,6 @@
-"""OpenLineage datasets and Airflow assets of this package's operators.
-
-The operators implement ``get_openlineage_facets_on_start/_on_complete/_on_failure`` (the
-OpenLineage provider's ``DefaultExtractor`` calls them) through :class:`OpenLineageMixin`;
-this module imports the OpenLineage client only inside those calls, so the package works
-without the ``[openlineage]`` extra.
+"""What the operators read and write, as OpenLineage datasets and Airflow assets name it,
+free of OpenLineage's classes (:class:`Lineage`); the OpenLineage provider's side is
+:mod:`~airflow_provider_kafka_spark.operators.lineage_facets`.
 
 Naming follows the OpenLineage naming spec: a topic is namespace ``kafka://<host:port>`` (the
 first of ``bootstrap.servers``), name ``<topic>``; a local folder is namespace ``file``, name
@@ -18,16 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_provider_kafka_spark.offsets import OffsetRanges
 
-if TYPE_CHECKING:
-    from airflow.providers.openlineage.extractors import OperatorLineage
-
-__all__ = ["OFFSET_RANGES_FACET", "Lineage", "OpenLineageMixin", "dataset_of_path",
-           "kafka_authority", "output_asset_uri"]
+__all__ = ["OFFSET_RANGES_FACET", "Lineage", "dataset_of_path", "kafka_authority",
+           "output_asset_uri"]
 
 OFFSET_RANGES_FACET = "kafkaOffsetRanges"
 """The key of the input facet carrying a topic's resolved offset ranges."""
@@ -88,33 +82,3 @@ class Lineage:
     records: Mapping[str, int] | None = None
     output: tuple[str, str] | None = None
     output_records: int | None = None
-
-
-class OpenLineageMixin:
-    """``get_openlineage_facets_on_start/_on_complete/_on_failure`` from one method each
-    operator implements, :meth:`lineage`, which gets the task's XCom ``return_value`` on
-    completion and ``None`` at start and on failure."""
-
-    task_id: str
-
-    def lineage(self, result: Any | None) -> Lineage:
-        """What this task reads and writes (``result``: its XCom, once it completed)."""
-        raise NotImplementedError
-
-    def get_openlineage_facets_on_start(self) -> OperatorLineage:
-        """Lineage known before the task runs (from the rendered arguments)."""
-        return _operator_lineage(self.lineage(None))
-
-    def get_openlineage_facets_on_complete(self, task_instance: Any) -> OperatorLineage:
-        """Lineage of the completed task, with what it returned."""
-        return _operator_lineage(self.lineage(task_instance.xcom_pull(task_ids=self.task_id)))
-
-    def get_openlineage_facets_on_failure(self, task_instance: Any) -> OperatorLineage:
-        """Lineage of the failed task: what it was to read and write."""
-        return _operator_lineage(self.lineage(None))
-
-
-def _operator_lineage(lineage: Lineage) -> OperatorLineage:
-    from airflow_provider_kafka_spark.operators.lineage_facets import operator_lineage
-
-    return operator_lineage(lineage)

@@ -6,6 +6,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from airflow_provider_kafka_spark.arguments import (
+    SUBSCRIPTION_FIELDS,
+    Partitions,
+    SubscriptionMixin,
+    Topics,
+    checkable,
+)
 from airflow_provider_kafka_spark.offsets import (
     OffsetRanges,
     OffsetSpecError,
@@ -13,21 +20,17 @@ from airflow_provider_kafka_spark.offsets import (
     parse_offset_spec,
     resolve_offsets,
 )
-from airflow_provider_kafka_spark.offsets.config import ISOLATION_LEVELS
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey, pin_ranges, pinned_ranges
 from airflow_provider_kafka_spark.operators import metrics
-from airflow_provider_kafka_spark.operators.arguments import checkable
 from airflow_provider_kafka_spark.operators.base import (
-    SUBSCRIPTION_FIELDS,
     KafkaSparkBaseOperator,
-    Partitions,
-    SubscriptionMixin,
-    Topics,
     bool_param,
     ranges_table,
 )
-from airflow_provider_kafka_spark.operators.lineage import Lineage, OpenLineageMixin, kafka_authority
+from airflow_provider_kafka_spark.operators.lineage import Lineage, kafka_authority
+from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.options import (
+    ISOLATION_LEVELS,
     check_bool,
     check_choice,
     check_seconds,

@@ -1,4 +1,8 @@
-"""Sensors: partition discovery and interval completeness, in poke mode or deferrable."""
+"""Sensors: partition discovery and interval completeness, in poke mode or deferrable.
+
+The checks are :mod:`~airflow_provider_kafka_spark.offsets.completeness`; a deferred sensor
+hands the same check to its trigger (:mod:`~airflow_provider_kafka_spark.triggers.kafka`).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,16 @@ from typing import Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 
-from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
+from airflow_provider_kafka_spark.arguments import (
+    SUBSCRIPTION_FIELDS,
+    Partitions,
+    SubscriptionMixin,
+    Topics,
+    check_conn_id,
+    checkable,
+    subscription_kwargs,
+)
+from airflow_provider_kafka_spark.hooks.kafka import KafkaConnectionMixin, KafkaHook
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     KafkaSparkError,
@@ -16,24 +29,18 @@ from airflow_provider_kafka_spark.offsets import (
     Timestamp,
     parse_offset_spec,
 )
-from airflow_provider_kafka_spark.operators.arguments import checkable
-from airflow_provider_kafka_spark.operators.base import (
-    SUBSCRIPTION_FIELDS,
-    KafkaConnectionMixin,
-    Partitions,
-    SubscriptionMixin,
-    Topics,
-    check_conn_id,
-    subscription_kwargs,
-)
-from airflow_provider_kafka_spark.options import bad_argument, check_bool, check_positive_int, check_seconds
-from airflow_provider_kafka_spark.triggers.kafka import (
+from airflow_provider_kafka_spark.offsets.completeness import (
     Check,
+    check_idle_timeout,
+    check_interval_complete,
+    check_min_partitions,
+    check_partitions,
+)
+from airflow_provider_kafka_spark.options import bad_argument, check_bool, check_seconds
+from airflow_provider_kafka_spark.triggers.kafka import (
     KafkaBaseTrigger,
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
-    check_interval_complete,
-    check_partitions,
 )
 
 _WAITS: tuple[tuple[str, str, float], ...] = (
@@ -169,11 +176,7 @@ class KafkaPartitionsSensor(KafkaBaseSensor):
             self._min_partitions()
 
     def _min_partitions(self) -> int:
-        value = check_positive_int(self.task_id, "min_partitions", self.min_partitions,
-                                   meaning="how many partitions to wait for", example=3,
-                                   allow_text=True)
-        assert value is not None
-        return value
+        return check_min_partitions(self.task_id, self.min_partitions, allow_text=True)
 
     def check(self, context: Any) -> Check:
         return check_partitions(self.kafka_hook.get_kafka_config(), self.subscription(),
@@ -216,9 +219,7 @@ class KafkaIntervalCompleteSensor(KafkaBaseSensor):
                  idle_timeout: timedelta | float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.end = end
-        self.idle_timeout = check_seconds(
-            self.task_id, "idle_timeout", idle_timeout, allow_none=True, example=600,
-            meaning="how long a partition without new records waits before it counts as idle")
+        self.idle_timeout = check_idle_timeout(self.task_id, idle_timeout)
         self.check_arguments(rendered=False)
 
     def check_arguments(self, *, rendered: bool) -> None:

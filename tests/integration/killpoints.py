@@ -37,7 +37,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_provider_kafka_spark.offsets.resolve import admin_client
+from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerKey,
     ensure_ledger_topic,

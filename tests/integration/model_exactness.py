@@ -44,10 +44,10 @@ from airflow_provider_kafka_spark.offsets import (
     OffsetRanges,
     Subscription,
 )
+from airflow_provider_kafka_spark.offsets.completeness import check_interval_complete
 from airflow_provider_kafka_spark.operators.commit import KafkaCommitOffsetsOperator
 from airflow_provider_kafka_spark.operators.resolve import KafkaResolveOffsetsOperator
 from airflow_provider_kafka_spark.spark import kafka_errors, read_kafka
-from airflow_provider_kafka_spark.triggers.kafka import check_interval_complete
 
 # What a broker answers while a new topic's leadership settles (the leader epoch asked for
 # may be newer than the one the broker knows yet: seen once in CI under load).

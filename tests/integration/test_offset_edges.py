@@ -21,12 +21,12 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
     timestamp_stops,
 )
+from airflow_provider_kafka_spark.offsets.cluster import ATTEMPT_S, retry_transient
 from airflow_provider_kafka_spark.offsets.pins import (
     RunKey,
     pin_ranges,
     pinned_ranges,
 )
-from airflow_provider_kafka_spark.offsets.resolve import ATTEMPT_S, retry_transient
 from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration

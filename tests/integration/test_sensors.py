@@ -28,6 +28,7 @@ from airflow_provider_kafka_spark.offsets import (
     Timestamp,
     resolve_offsets,
 )
+from airflow_provider_kafka_spark.offsets.completeness import check_interval_complete, check_partitions
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
@@ -36,7 +37,6 @@ from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
-from airflow_provider_kafka_spark.triggers.kafka import check_interval_complete, check_partitions
 from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration

@@ -19,11 +19,10 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
     resolve_offsets,
 )
+from airflow_provider_kafka_spark.offsets.completeness import check_interval_complete, check_partitions
 from airflow_provider_kafka_spark.triggers.kafka import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
-    check_interval_complete,
-    check_partitions,
 )
 from tests.kafka_data import produce
 from tests.secured.conftest import first_event, records_of

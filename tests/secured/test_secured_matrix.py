@@ -13,12 +13,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.offsets import Subscription, commit_offsets, resolve_offsets
+from airflow_provider_kafka_spark.offsets.completeness import check_interval_complete, check_partitions
 from airflow_provider_kafka_spark.sinks import FileSink
 from airflow_provider_kafka_spark.triggers.kafka import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
-    check_interval_complete,
-    check_partitions,
 )
 from tests.kafka_data import produce, transactional_producer, wait_for_markers
 from tests.secured.conftest import first_event, records_of

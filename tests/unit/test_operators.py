@@ -16,6 +16,7 @@ from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
 
 # isort: split
 
+from airflow_provider_kafka_spark.arguments import subscription_from, subscription_kwargs
 from airflow_provider_kafka_spark.get_provider_info import get_provider_info
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
@@ -27,16 +28,13 @@ from airflow_provider_kafka_spark.offsets import (
     Subscription,
     Timestamp,
 )
+from airflow_provider_kafka_spark.offsets.completeness import late_partitions
 from airflow_provider_kafka_spark.operators import (
     KafkaCommitOffsetsOperator,
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
-from airflow_provider_kafka_spark.operators.base import (
-    ranges_table,
-    subscription_from,
-    subscription_kwargs,
-)
+from airflow_provider_kafka_spark.operators.base import ranges_table
 from airflow_provider_kafka_spark.operators.ingest import default_write_id
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
@@ -46,7 +44,6 @@ from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
-from airflow_provider_kafka_spark.triggers.kafka import late_partitions
 
 T0 = pendulum.datetime(2024, 5, 1, 10, tz="UTC")
 T1 = pendulum.datetime(2024, 5, 1, 11, tz="UTC")

@@ -19,6 +19,12 @@ from airflow_provider_kafka_spark.errors import (
     OffsetResolutionError,
     SparkKafkaSourceMissingError,
 )
+from airflow_provider_kafka_spark.offsets.cluster import (
+    RESULT_MARGIN,
+    admin_client,
+    cluster_failure,
+    cluster_metadata,
+)
 from airflow_provider_kafka_spark.offsets.config import (
     check_isolation_level,
     check_timeout,
@@ -26,12 +32,6 @@ from airflow_provider_kafka_spark.offsets.config import (
     cluster_name,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
-from airflow_provider_kafka_spark.offsets.resolve import (
-    RESULT_MARGIN,
-    admin_client,
-    cluster_failure,
-    cluster_metadata,
-)
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.options import ENGINES, Engine
 from airflow_provider_kafka_spark.spark.read.datasource import (

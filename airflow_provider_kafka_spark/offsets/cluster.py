@@ -1,0 +1,350 @@
+"""Cluster access: admin clients, metadata, partition lists and offset lookups, each asked
+again while the cluster settles (a leader or coordinator moving, a broker that died), until a
+deadline.
+
+Every question is batched: one metadata call, and one ``list_offsets`` call per kind of
+offset (earliest, latest, a timestamp) for all partitions together. Errors name the cluster
+and say how to reach it (:func:`cluster_failure`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from typing import Any, Literal, TypeVar
+
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
+
+from airflow_provider_kafka_spark.errors import KafkaSparkError, OffsetResolutionError
+from airflow_provider_kafka_spark.offsets.config import (
+    AuthenticationWatch,
+    check_isolation_level,
+    check_timeout,
+    client_config,
+    cluster_name,
+    new_client,
+)
+from airflow_provider_kafka_spark.offsets.subscription import Subscription, check_subscription
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+"""A partition: ``(topic, partition)``."""
+T = TypeVar("T")
+E = TypeVar("E", bound=KafkaSparkError)
+
+# Leadership not settled yet (e.g. right after topic creation); librdkafka's admin results do
+# not always flag these as retriable. _NOENT: "Failed to query partition leaders: No leaders
+# found", librdkafka's answer while a new topic's metadata has no leader yet.
+_TRANSIENT_CODES = frozenset({
+    KafkaError._NOENT,
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+    KafkaError.UNKNOWN_LEADER_EPOCH,
+    KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.OFFSET_NOT_AVAILABLE,
+})
+
+# The group coordinator is moving or loading, or a transactional commit of offsets is still
+# pending (UNSTABLE_OFFSET_COMMIT): asking again shortly succeeds.
+_COORDINATOR_CODES = frozenset({
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.UNSTABLE_OFFSET_COMMIT,
+})
+
+# The request timed out or no broker could be reached.
+_UNREACHABLE_CODES = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                                KafkaError._ALL_BROKERS_DOWN})
+
+RESULT_MARGIN = 2.0
+"""Seconds a ``future.result()`` waits beyond the request's own ``request_timeout``, so that
+librdkafka's timeout (a KafkaException naming the failure) always wins the race against the
+future's bare ``TimeoutError``."""
+
+ATTEMPT_S = 5.0
+"""Seconds one offset or group request may take before it is sent again. A broker that died
+still leads its partitions (and coordinates its groups) until the controller notices, a few
+seconds later; a request stuck on it must not use up the whole timeout."""
+
+AUTHENTICATION_PROBE_S = 1.0
+"""Seconds of each metadata request before the client is polled for authentication failures."""
+
+REACH_HELP = ("Check that bootstrap.servers is right and that the brokers are up and reachable "
+              "from here (host, port, advertised listeners, firewall, security.protocol), or "
+              "raise timeout=.")
+
+
+def admin_client(kafka_config: Mapping[str, Any]) -> AdminClient:
+    """An ``AdminClient`` for the user's librdkafka config, watching for authentication
+    failures (see :func:`cluster_metadata`).
+
+    Raises:
+        ConfigurationError: a config that :func:`client_config` or librdkafka refuses.
+    """
+    watch = AuthenticationWatch(client_config(kafka_config))
+    admin = new_client(AdminClient, watch.config)
+    admin.kafka_spark_watch = watch  # type: ignore[attr-defined]  # read by cluster_metadata
+    return admin
+
+
+def cluster_admin(kafka_config: Mapping[str, Any] | AdminClient) -> tuple[AdminClient, str]:
+    """The admin client to use (``kafka_config`` itself when it is one, else a new
+    :func:`admin_client`) and the cluster's name for messages."""
+    if isinstance(kafka_config, AdminClient):
+        return kafka_config, "the cluster of the given AdminClient"
+    return admin_client(kafka_config), cluster_name(kafka_config)
+
+
+def list_partitions(
+    kafka_config: Mapping[str, Any] | AdminClient,
+    subscription: Subscription,
+    *,
+    timeout: float = 30.0,
+) -> list[Key]:
+    """The subscription's ``(topic, partition)`` pairs as the cluster has them now, sorted.
+
+    ``timeout``: seconds to wait for the cluster's metadata (a positive, finite number).
+
+    Raises:
+        ConfigurationError: a bad ``timeout`` or config; OffsetSpecError: not a Subscription.
+        OffsetResolutionError: unknown topic or partition, a pattern matching nothing,
+            or the cluster did not answer within ``timeout`` seconds.
+    """
+    seconds = check_timeout(timeout)
+    check_subscription(subscription)
+    admin, cluster = cluster_admin(kafka_config)
+    return subscription.select(partition_counts(admin, cluster, seconds))
+
+
+def partition_counts(admin: AdminClient, cluster: str, seconds: float) -> dict[str, int]:
+    """``{topic: number of partitions}`` of every topic on the cluster (one metadata call).
+
+    Raises:
+        OffsetResolutionError: no metadata within ``seconds``.
+        KafkaAuthenticationError: see :func:`cluster_metadata`.
+    """
+    try:
+        metadata = cluster_metadata(admin, seconds)
+    except KafkaException as exc:
+        raise OffsetResolutionError(
+            f"the Kafka cluster at {cluster} did not give its metadata within {seconds:g}s "
+            f"({exc.args[0].str()}). {REACH_HELP}"
+        ) from None
+    return {name: len(topic.partitions) for name, topic in metadata.topics.items()
+            if topic.error is None}
+
+
+def cluster_metadata(admin: AdminClient, seconds: float) -> Any:
+    """``admin.list_topics()``: the metadata of every topic, within ``seconds``.
+
+    The first call of every cluster operation of this package. With a client of
+    :func:`admin_client`, it asks in slices of :data:`AUTHENTICATION_PROBE_S` and polls the
+    client in between, so that a refused authentication (which librdkafka reports through
+    ``error_cb`` only) fails at once instead of after ``seconds``.
+
+    Raises:
+        KafkaAuthenticationError: the cluster refused the client's credentials or TLS setup.
+        KafkaException: no metadata within ``seconds``.
+    """
+    watch: AuthenticationWatch | None = getattr(admin, "kafka_spark_watch", None)
+    deadline = time.monotonic() + seconds
+    while True:
+        remaining = max(deadline - time.monotonic(), 0.001)
+        try:
+            return admin.list_topics(
+                timeout=remaining if watch is None else min(remaining, AUTHENTICATION_PROBE_S))
+        except KafkaException:
+            if watch is not None:
+                admin.poll(0)
+                watch.check(f"asking the cluster for its metadata within {seconds:g}s")
+            if watch is None or time.monotonic() >= deadline:
+                raise
+
+
+def retry_transient(call: Callable[[float], T], what: str, deadline: float) -> T:
+    """``call(seconds)``, with at most :data:`ATTEMPT_S` seconds per attempt, called again with
+    back-off while it fails with a transient group-coordinator error
+    (``COORDINATOR_LOAD_IN_PROGRESS``, ``NOT_COORDINATOR``, ``COORDINATOR_NOT_AVAILABLE``) or
+    times out or cannot connect (the broker it asked died, and the cluster has not noticed
+    yet), and ``deadline`` (``time.monotonic()``) is not reached.
+
+    Raises:
+        KafkaException: any other error, or the transient one still at the deadline.
+        TimeoutError: the last attempt's future did not complete.
+    """
+    pause = 0.1
+    while True:
+        left = max(deadline - time.monotonic(), 0.001)
+        try:
+            return call(min(left, ATTEMPT_S))
+        except (KafkaException, TimeoutError) as exc:
+            error = exc.args[0] if isinstance(exc, KafkaException) else None
+            transient = error is None or error.code() in _COORDINATOR_CODES | _UNREACHABLE_CODES
+            if not transient or time.monotonic() + pause > deadline:
+                raise
+            log.info("%s: %s; asking again in %.1fs", what,
+                     "no answer" if error is None else error.str(), pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+def cluster_failure(error: KafkaError | None, what: str, cluster: str, otherwise: str,
+                    cls: type[E]) -> E:
+    """The ``cls`` error for ``what`` failing at ``cluster``. No ``error`` (a future's bare
+    ``TimeoutError``), a timeout or an unreachable broker: the message says how to reach the
+    cluster (:data:`REACH_HELP`); any other error: its text, then ``otherwise``."""
+    if error is None or error.code() in _UNREACHABLE_CODES:
+        detail = "" if error is None else f" ({error.str()})"
+        return cls(f"{what}: the Kafka cluster at {cluster} did not answer in time{detail}. "
+                   f"{REACH_HELP}")
+    return cls(f"{what} failed at the Kafka cluster at {cluster}: {error.str()}. {otherwise}")
+
+
+def list_offsets(admin: AdminClient, partitions: list[Key], kind: Literal["earliest", "latest"],
+                 *, isolation_level: str, timeout: float) -> dict[Key, int]:
+    """The ``kind`` offsets of ``partitions`` (``latest``: the last stable offset under
+    ``read_committed``, else the high watermark), asked again while a leader moves (see
+    :meth:`OffsetLookup.offsets`) until ``timeout`` seconds have passed.
+
+    Raises:
+        OffsetResolutionError: no answer within ``timeout``, or an error that is not transient.
+    """
+    lookup = OffsetLookup(admin, "the cluster of the given AdminClient", partitions,
+                          check_isolation_level(isolation_level), time.monotonic() + timeout)
+    return lookup.offsets(kind)
+
+
+def newest_timestamps(admin: AdminClient, partitions: list[Key],
+                      timeout: float) -> dict[Key, int | None]:
+    """The timestamp of each partition's newest record, transactional ones included
+    (``read_uncommitted``); ``-1`` for an empty partition, ``None`` for a partition that did
+    not answer within ``timeout`` seconds or answered a retriable error. Asked once.
+
+    Raises:
+        OffsetResolutionError: a partition answered an error that is not retriable.
+    """
+    newest: dict[Key, int | None] = {}
+    futures = admin.list_offsets(
+        {TopicPartition(t, p): KafkaOffsetSpec.max_timestamp() for t, p in partitions},
+        isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout,
+    )
+    for tp, future in futures.items():
+        try:
+            newest[(tp.topic, tp.partition)] = future.result(timeout=timeout).timestamp
+        except TimeoutError:
+            newest[(tp.topic, tp.partition)] = None
+        except KafkaException as exc:
+            if not exc.args[0].retriable():
+                raise OffsetResolutionError(
+                    f"max_timestamp lookup failed for {tp.topic}/{tp.partition}: {exc}. Check "
+                    "that the topic exists and the connection may describe it (ACLs)."
+                ) from None
+            newest[(tp.topic, tp.partition)] = None
+    return newest
+
+
+def _is_retriable(exc: KafkaException) -> bool:
+    error = exc.args[0]
+    return bool(error.retriable()) or error.code() in _TRANSIENT_CODES | _UNREACHABLE_CODES
+
+
+class OffsetLookup:
+    """Answers offset questions for a fixed partition list until ``deadline``
+    (``time.monotonic()``): one batched request per kind of offset and isolation level,
+    cached, asked again for the partitions that answered a transient error."""
+
+    def __init__(self, admin: AdminClient, cluster: str, partitions: list[Key],
+                 isolation_level: str, deadline: float) -> None:
+        self.admin = admin
+        self.cluster = cluster
+        self.partitions = partitions
+        self.isolation_level = isolation_level
+        self.deadline = deadline
+        self._cache: dict[tuple[str | int, str], dict[Key, int]] = {}
+
+    def _remaining(self, what: str, last_error: KafkaError | None = None) -> float:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise cluster_failure(last_error, what, self.cluster, REACH_HELP,
+                                  OffsetResolutionError)
+        return remaining
+
+    def offsets(self, kind: str | int, isolation_level: str | None = None) -> dict[Key, int]:
+        """``kind`` is ``"earliest"``, ``"latest"`` or a timestamp in epoch millis; under
+        ``isolation_level`` (default: the lookup's). A timestamp with no record at or after it
+        below the end of the log (last stable offset / high watermark) answers -1.
+
+        One batched request for all partitions; partitions answering with a retriable error
+        (e.g. no leader yet, right after topic creation, or a leader that died) or not within
+        :data:`ATTEMPT_S` are asked again until the deadline.
+
+        Raises:
+            OffsetResolutionError: the deadline passed, or an error that is not transient.
+        """
+        level_name = isolation_level or self.isolation_level
+        if (kind, level_name) not in self._cache:
+            spec = (KafkaOffsetSpec.earliest() if kind == "earliest"
+                    else KafkaOffsetSpec.latest() if kind == "latest"
+                    else KafkaOffsetSpec.for_timestamp(int(kind)))
+            level = (IsolationLevel.READ_COMMITTED if level_name == "read_committed"
+                     else IsolationLevel.READ_UNCOMMITTED)
+            what = f"listing the {kind} offsets ({level_name})"
+            found: dict[Key, int] = {}
+            pending = self.partitions
+            last_error: KafkaError | None = None
+            while pending:
+                wait = min(self._remaining(what, last_error), ATTEMPT_S)
+                futures = self.admin.list_offsets(
+                    {TopicPartition(t, p): spec for t, p in pending},
+                    isolation_level=level,
+                    request_timeout=wait,
+                )
+                retry: list[Key] = []
+                for tp, future in futures.items():
+                    key = (tp.topic, tp.partition)
+                    try:
+                        offset = future.result(timeout=wait + RESULT_MARGIN).offset
+                    except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
+                        retry.append(key)  # asked again until the deadline
+                        continue
+                    except KafkaException as exc:
+                        last_error = exc.args[0]
+                        if not _is_retriable(exc):
+                            raise cluster_failure(
+                                last_error, f"{what} of {key[0]}/{key[1]}", self.cluster,
+                                "Check that the topic still exists and that this client may "
+                                "describe it (ACLs).", OffsetResolutionError) from None
+                        retry.append(key)
+                        continue
+                    # While a partition's leader moves, librdkafka can answer an offset of
+                    # OFFSET_INVALID (-1001) without an error: no answer, ask again.
+                    if offset < (0 if kind in ("earliest", "latest") else -1):
+                        log.info("%s: %s/%s answered offset %d; asking again", what, *key,
+                                 offset)
+                        retry.append(key)
+                    else:
+                        found[key] = offset
+                pending = sorted(retry)
+                if pending:
+                    time.sleep(min(0.2, self._remaining(what, last_error)))
+                    self._refresh_leaders({t for t, _ in pending}, what, last_error)
+            self._cache[(kind, level_name)] = found
+        return self._cache[(kind, level_name)]
+
+    def _refresh_leaders(self, topics: set[str], what: str,
+                         last_error: KafkaError | None) -> None:
+        """Ask for the metadata of ``topics``: the admin client's offset requests go to the
+        leaders it has cached and do not refresh them when a leader moved (it answers
+        ``FENCED_LEADER_EPOCH`` or "no leaders found" until something does)."""
+        for topic in sorted(topics):
+            with suppress(KafkaException):  # the next offset request says what is wrong
+                self.admin.list_topics(topic=topic,
+                                       timeout=min(self._remaining(what, last_error), ATTEMPT_S))
