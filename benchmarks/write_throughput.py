@@ -46,8 +46,8 @@ from airflow_provider_kafka_spark.spark import (  # noqa: E402
 )
 from airflow_provider_kafka_spark.spark.native import librdkafka_version  # noqa: E402
 from benchmarks.measure import ProcessTree, cpu_panel, spread  # noqa: E402
-from tests.integration.write_kafka_support import read_committed  # noqa: E402
 from tools.local_broker import local_broker  # noqa: E402
+from tools.write_kafka_rows import read_committed  # noqa: E402
 
 MODES = ("exactly_once", "at_least_once", "spark_kafka")
 TOPIC_PARTITIONS = 6

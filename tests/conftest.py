@@ -8,10 +8,6 @@ random topics, with the cluster's default replication factor.
 
 from __future__ import annotations
 
-# Airflow reads its configuration once, when first imported: point it at a throwaway home
-# before any test module can import it.
-import tests.dags.airflow_env  # noqa: F401  # isort: skip
-
 import logging
 import os
 import uuid
@@ -23,6 +19,18 @@ import pytest
 
 from tools.local_broker import local_broker
 from tools.local_registry import local_registry
+
+# The shared helpers (tests/support) fail with pytest's detailed assertion messages, like the
+# conftests and test modules they came from. (Before any of them is imported.)
+pytest.register_assert_rewrite("tests.support")
+
+# Airflow reads its configuration once, when first imported: point it at a throwaway home
+# before any test module can import it. (Nothing above imports Airflow.)
+import tests.support.airflow_env  # noqa: E402, F401  # isort: skip
+
+# run_dag and the metadata DB and kafka_default connection it needs, for every tier that runs
+# DAGs (tests/dags, tests/secured).
+pytest_plugins = ["tests.support.dag_runs"]
 
 ROOT = Path(__file__).resolve().parent.parent
 

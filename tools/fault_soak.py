@@ -51,10 +51,10 @@ from airflow_provider_kafka_spark.spark import (  # noqa: E402
     spark_session,
     write_kafka,
 )
-from tests.faults.workloads import SLOW_FETCH, fill, rows_of, slow_input  # noqa: E402
-from tests.integration.write_kafka_support import expected_keys, read_committed  # noqa: E402
-from tests.kafka_data import consume_all  # noqa: E402
+from tools.fault_workloads import SLOW_FETCH, fill, rows_of, slow_input  # noqa: E402
+from tools.kafka_records import consume_all  # noqa: E402
 from tools.local_broker import LocalCluster, local_cluster  # noqa: E402
+from tools.write_kafka_rows import expected_keys, read_committed  # noqa: E402
 
 SOURCE_PARTITIONS, SOURCE_RECORDS = 4, 2000
 WRITE_PARTITIONS, WRITE_ROWS = 4, 600

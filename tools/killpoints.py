@@ -2,7 +2,7 @@
 
 Each kill point starts an exactly-once write in a child process, SIGKILLs it at a random
 moment, re-runs the same write and checks that a read_committed read holds every row exactly
-once (see ``tests/integration/killpoints.py``). ``--spark`` of them kill a real Spark driver
+once (see ``tools/killpoint_harness.py``). ``--spark`` of them kill a real Spark driver
 (its own local Spark application); the others a plain Python process running the same per-task
 code path.
 
@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from tests.integration.killpoints import (  # noqa: E402
+from tools.killpoint_harness import (  # noqa: E402
     KillMoment,
     KillPoint,
     Workload,

@@ -24,7 +24,8 @@ How to use it:
 * A classic application on the cluster: this process may already hold the local[2]
   SparkContext of the ``spark`` fixture and a JVM has only one, so run the driver in its own
   process, the way a user runs a job on a cluster: ``spark_cluster.submit(app, *args)``, or
-  ``support.run_job`` / ``support.running_job`` with the jobs of ``jobs.py``.
+  ``run_job`` / ``running_job`` of ``tests/support/cluster.py`` with the jobs of
+  ``tests/support/cluster_jobs.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.support import CONNECT_MODE_ENV, restored_env
+from tests.support.cluster import CONNECT_MODE_ENV, restored_env
 from tools.spark_cluster import Cluster
 from tools.spark_cluster import spark_cluster as start_cluster
 

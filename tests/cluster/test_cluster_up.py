@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import psutil
 
-from tests.cluster.support import processes_of
+from tests.support.cluster import processes_of
 from tools.spark_cluster import Cluster
 
 

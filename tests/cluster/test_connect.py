@@ -7,7 +7,7 @@ fails before anything is read."""
 from __future__ import annotations
 
 # Airflow reads its configuration once, when first imported.
-import tests.dags.airflow_env  # noqa: F401  # isort: skip
+import tests.support.airflow_env  # noqa: F401  # isort: skip
 
 import base64
 import json
@@ -42,9 +42,9 @@ from airflow_provider_kafka_spark.spark import (
     summarize,
     write_kafka,
 )
-from tests.cluster.support import CONNECT_MODE_ENV, restored_env
-from tests.integration.write_kafka_support import read_committed
-from tests.kafka_data import transactional_producer, wait_for_markers
+from tests.support.cluster import CONNECT_MODE_ENV, restored_env
+from tests.support.kafka_data import transactional_producer, wait_for_markers
+from tests.support.write_kafka import read_committed
 from tools.spark_cluster import Cluster
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
@@ -275,7 +275,7 @@ def _adhoc_dag_on_connect() -> Any:
     task on the ``spark_connect_test`` connection, no retries."""
     from airflow.dag_processing.dagbag import DagBag
 
-    from tests.dags.airflow_env import DAGS_FOLDER
+    from tests.support.airflow_env import DAGS_FOLDER
 
     bag = DagBag(dag_folder=str(DAGS_FOLDER / "kafka_adhoc.py"))
     assert not bag.import_errors, bag.import_errors

@@ -23,8 +23,8 @@ import psutil
 import pytest
 from confluent_kafka import IsolationLevel
 
-from tests.cluster import jobs
-from tests.cluster.support import (
+from tests.support import cluster_jobs as jobs
+from tests.support.cluster import (
     Running,
     all_ranges,
     executor_of,
@@ -32,7 +32,7 @@ from tests.cluster.support import (
     transactional_input,
     wait_for,
 )
-from tests.kafka_data import consume_all, high_watermarks
+from tests.support.kafka_data import consume_all, high_watermarks
 from tools.spark_cluster import Cluster
 
 PARTITIONS = 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.support import processes_of
+from tests.support.cluster import processes_of
 from tools import spark_cluster
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.spark import read_kafka
-from tests.cluster.support import all_ranges, run_job, transactional_input
+from tests.support.cluster import all_ranges, run_job, transactional_input
 from tools.spark_cluster import Cluster
 
 ENGINES = ["python", "spark-kafka"]

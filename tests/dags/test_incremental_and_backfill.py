@@ -13,9 +13,9 @@ import pendulum
 import pytest
 from confluent_kafka.admin import NewPartitions
 
-from tests.dags import airflow_env
-from tests.dags.test_hourly_and_adhoc import ranges_of, rows
-from tests.kafka_data import MINUTE_MS, produce
+from tests.support import airflow_env
+from tests.support.dag_data import ranges_of, rows
+from tests.support.kafka_data import MINUTE_MS, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -16,8 +16,8 @@ import pytest
 from airflow_provider_kafka_spark.errors import WriteConfigError
 from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
-from tests.dags.test_hourly_and_adhoc import T0
-from tests.kafka_data import produce
+from tests.support.dag_data import T0
+from tests.support.kafka_data import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -7,34 +7,11 @@ import time
 from typing import Any
 
 import pytest
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec
 
-from tests.dags.test_hourly_and_adhoc import ranges_of
-from tests.kafka_data import consume_all, produce
+from tests.support.dag_data import ranges_of
+from tests.support.kafka_data import consume_all, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
-
-
-@pytest.fixture
-def ledger_ready(kafka_admin: Any) -> None:
-    """The write ledger topic exists and every partition has a leader. (A write that creates
-    the ledger itself can fail right after with "Not leader for partition", reported to the
-    ``spark/write`` owner; this test is about the DAG.)"""
-    from airflow_provider_kafka_spark.spark.write.ledger import ensure_ledger_topic
-
-    partitions = ensure_ledger_topic(kafka_admin, "_kafka_spark_ledger")
-    request = {TopicPartition("_kafka_spark_ledger", p): OffsetSpec.latest()
-               for p in range(partitions)}
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            for future in kafka_admin.list_offsets(request).values():
-                future.result(timeout=10)
-            return
-        except KafkaException:
-            assert time.monotonic() < deadline, "the ledger partitions got no leader in 30 s"
-            time.sleep(0.2)
 
 
 def test_kafka_to_kafka_exactly_once_across_two_runs(

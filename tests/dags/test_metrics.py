@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.dags.test_hourly_and_adhoc import T1, arrange
+from tests.support.dag_data import T1, arrange
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -14,9 +14,8 @@ from typing import Any
 import pendulum
 import pytest
 
-from tests.dags.test_hourly_and_adhoc import ranges_of, rows
-from tests.dags.test_kafka_to_kafka import ledger_ready  # noqa: F401  (fixture)
-from tests.kafka_data import consume_all, produce
+from tests.support.dag_data import ranges_of, rows
+from tests.support.kafka_data import consume_all, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

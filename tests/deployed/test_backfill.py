@@ -22,8 +22,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.conftest import AirflowApi
-from tests.kafka_data import (
+from tests.support.deployed import AirflowApi
+from tests.support.kafka_data import (
     MINUTE_MS,
     Record,
     consume_all,

@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.conftest import AirflowApi
-from tests.kafka_data import produce
+from tests.support.deployed import AirflowApi
+from tests.support.kafka_data import produce
 from tools.airflow_stack import PARALLELISM
 
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]

@@ -10,8 +10,8 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.conftest import AirflowApi
-from tests.kafka_data import MINUTE_MS, produce
+from tests.support.deployed import AirflowApi
+from tests.support.kafka_data import MINUTE_MS, produce
 
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from tests.deployed.browser import (
+from tests.support.browser import (
     Timer,
     browser_page,
     form_field,
@@ -27,8 +27,8 @@ from tests.deployed.browser import (
     screenshot,
     type_into,
 )
-from tests.deployed.conftest import AirflowApi
-from tests.kafka_data import MINUTE_MS, produce
+from tests.support.deployed import AirflowApi
+from tests.support.kafka_data import MINUTE_MS, produce
 
 pytestmark = [pytest.mark.deployed, pytest.mark.browser, pytest.mark.integration]
 

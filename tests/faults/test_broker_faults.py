@@ -19,16 +19,19 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.spark import TransactionInitTimeoutError, read_kafka, write_kafka
 from airflow_provider_kafka_spark.spark.write.transactions import transactional_id
-from tests.faults.conftest import (
+from tests.support.faults import (
+    SLOW_FETCH,
     Background,
+    fill,
     group_coordinator,
     leader_of,
+    rows_of,
     settle,
+    slow_input,
     transaction_coordinator,
 )
-from tests.faults.workloads import SLOW_FETCH, fill, rows_of, slow_input
-from tests.integration.write_kafka_support import expected_keys, read_committed
-from tests.kafka_data import consume_all, produce
+from tests.support.kafka_data import consume_all, produce
+from tests.support.write_kafka import expected_keys, read_committed
 from tools.local_broker import LocalCluster
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark]

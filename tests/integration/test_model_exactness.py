@@ -1,4 +1,4 @@
-"""The model-based exactness test (see ``tests/integration/model_exactness.py``): a fixed number
+"""The model-based exactness test (see ``tests/support/model_exactness.py``): a fixed number
 of derandomized examples in CI; ``tools/model_soak.py`` runs more, at random."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from tests.integration.model_exactness import PROGRAMS, TALLY, examples, run_program, tally_json
+from tests.support.model_exactness import PROGRAMS, TALLY, examples, run_program, tally_json
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -20,7 +20,7 @@ from airflow_provider_kafka_spark.spark.write.transactions import (
     check_producer_config,
     write_partition,
 )
-from tests.integration.write_kafka_support import read_committed
+from tests.support.write_kafka import read_committed
 
 pytestmark = pytest.mark.integration
 

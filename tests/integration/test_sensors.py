@@ -12,7 +12,7 @@ from typing import Any
 import pendulum
 import pytest
 
-from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
+from tests.support import airflow_env  # noqa: F401  (before Airflow is imported)
 
 # isort: split
 
@@ -37,7 +37,7 @@ from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
-from tests.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
+from tests.support.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration
 

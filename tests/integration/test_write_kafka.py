@@ -24,7 +24,7 @@ from airflow_provider_kafka_spark.errors import (
 )
 from airflow_provider_kafka_spark.spark.write.transactions import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
-from tests.integration.write_kafka_support import (
+from tests.support.write_kafka import (
     expected_keys,
     partition_batches,
     read_committed,

@@ -19,7 +19,7 @@ from airflow_provider_kafka_spark.errors import LedgerError
 from airflow_provider_kafka_spark.spark.write.ledger import LedgerEntry, TaskInput
 from airflow_provider_kafka_spark.spark.write.transactions import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
-from tests.integration.write_kafka_support import partition_batches, read_committed
+from tests.support.write_kafka import partition_batches, read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -18,7 +18,7 @@ import pytest
 from airflow_provider_kafka_spark.errors import KafkaWriteError, WriteConfigError
 from airflow_provider_kafka_spark.spark.write.transactions import TaskPlan, write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
-from tests.integration.write_kafka_support import read_committed
+from tests.support.write_kafka import read_committed
 from tools.local_broker import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

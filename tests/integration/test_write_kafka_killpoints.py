@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.killpoints import (
+from tests.support.killpoints import (
     KillMoment,
     KillPoint,
     Workload,
@@ -29,7 +29,7 @@ from tests.integration.killpoints import (
     write_plain,
     write_spark,
 )
-from tests.integration.write_kafka_support import expected_keys, read_committed
+from tests.support.write_kafka import expected_keys, read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

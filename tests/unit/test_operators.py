@@ -12,7 +12,7 @@ from datetime import timedelta
 import pendulum
 import pytest
 
-from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
+from tests.support import airflow_env  # noqa: F401  (before Airflow is imported)
 
 # isort: split
 

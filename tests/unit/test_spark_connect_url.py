@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.dags import airflow_env  # noqa: F401  (before Airflow is imported)
+from tests.support import airflow_env  # noqa: F401  (before Airflow is imported)
 
 # isort: split
 

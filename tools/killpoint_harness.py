@@ -1,6 +1,6 @@
 """Kill-point harness: SIGKILL an exactly-once write at a random moment, re-run it, check output.
 
-A child process (``python -m tests.integration.killpoints child ...``) runs one exactly-once
+A child process (``python -m tools.killpoint_harness child ...``) runs one exactly-once
 write of a deterministic data set (keys ``k<partition>-<row>``) in one of two ways:
 
 ``spark``
@@ -13,8 +13,9 @@ write of a deterministic data set (keys ``k<partition>-<row>``) in one of two wa
 The harness waits for the child's ``READY`` line, waits for the chosen moment, kills the child's
 whole process group with SIGKILL, counts the tasks the ledger shows committed (the kill's
 phase), runs the same write again in this process, and compares a read_committed read of the
-output with the expected multiset, key by key. Used by ``test_write_kafka_killpoints.py`` and
-``tools/killpoints.py``.
+output with the expected multiset, key by key. Used by
+``tests/integration/test_write_kafka_killpoints.py`` (through ``tests/support/killpoints.py``)
+and ``tools/killpoints.py``.
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ from airflow_provider_kafka_spark.spark.write.ledger import (
 )
 from airflow_provider_kafka_spark.spark.write.transactions import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
-from tests.integration.write_kafka_support import (
+from tools.write_kafka_rows import (
     expected_keys,
     partition_batches,
     read_committed,
     row_value,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 PREFIX = "killpoint"
 LEDGER = "_kafka_spark_ledger"
 TRANSACTION_TIMEOUT_MS = 10000
@@ -182,7 +183,7 @@ def write_spark(spark: Any, kafka_config: dict[str, Any], topic: str, write_id: 
 def child_command(bootstrap: str, topic: str, write_id: str, mode: str, workload: Workload,
                   *, master: str = "local[2]", fail_once_partition: int | None = None
                   ) -> list[str]:
-    command = [sys.executable, "-m", "tests.integration.killpoints", "child",
+    command = [sys.executable, "-m", "tools.killpoint_harness", "child",
                "--bootstrap", bootstrap, "--topic", topic, "--write-id", write_id,
                "--mode", mode, "--master", master,
                "--workload", json.dumps(workload.__dict__)]
@@ -372,6 +373,6 @@ def _child(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] != ["child"]:
-        sys.exit("usage: python -m tests.integration.killpoints child --bootstrap ... "
+        sys.exit("usage: python -m tools.killpoint_harness child --bootstrap ... "
                  "(the harness is run by tools/killpoints.py)")
     _child(sys.argv[2:])

@@ -1,6 +1,6 @@
-"""Spark applications the cluster tests submit: ``spark-submit --master spark://... jobs.py
-<job> <spec.json> <result.json>``, the way a user runs a job on a cluster (the test process
-may hold a local SparkContext already, and a JVM has only one).
+"""Spark applications the cluster tests submit: ``spark-submit --master spark://...
+cluster_jobs.py <job> <spec.json> <result.json>``, the way a user runs a job on a cluster (the
+test process may hold a local SparkContext already, and a JVM has only one).
 
 Jobs (the spec is JSON; ``ranges`` is ``OffsetRanges.to_json()``):
 

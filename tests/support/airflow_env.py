@@ -1,8 +1,9 @@
 """Point Airflow at a throwaway home (SQLite metadata DB, this repo's ``dags/``) before anything
 imports Airflow: Airflow reads its configuration once, at import time.
 
-Every test module that imports Airflow imports this module first. The metadata DB is migrated
-lazily, by the ``airflow_db`` fixture of ``tests/dags/conftest.py``, only when DAGs run.
+The root conftest imports this module first, before any test module can import Airflow; a
+test module that imports Airflow imports it too, to say so. The metadata DB is migrated lazily,
+by the ``airflow_db`` fixture of ``tests/support/dag_runs.py``, only when DAGs run.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ if "AIRFLOW_PROVIDER_KAFKA_SPARK_TEST_HOME" in os.environ:
 else:
     if "airflow" in sys.modules:
         raise RuntimeError(
-            "Airflow was imported before tests/dags/airflow_env.py could point it at a test "
-            "home; import tests.dags.airflow_env first (or run these tests in their own process)."
+            "Airflow was imported before tests/support/airflow_env.py could point it at a test "
+            "home; import tests.support.airflow_env first (or run these tests in their own "
+            "process)."
         )
     AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="airflow-home-"))
     atexit.register(shutil.rmtree, AIRFLOW_HOME, ignore_errors=True)

@@ -1,5 +1,6 @@
-"""Helpers of the cluster tests: transactional input with a known committed record set, and
-running ``jobs.py`` on the cluster (to completion, or in the background under a gate)."""
+"""Helpers of the cluster tests (``tests/cluster``): transactional input with a known committed
+record set, and running ``cluster_jobs.py`` on the cluster (to completion, or in the background
+under a gate)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ from typing import Any
 import psutil
 
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
-from tests.kafka_data import produce, transactional_producer, wait_for_markers
+from tests.support.kafka_data import produce, transactional_producer, wait_for_markers
 from tools.local_broker import free_port
 from tools.processes import end_group
 from tools.spark_cluster import Cluster
 
-JOBS = Path(__file__).resolve().parent / "jobs.py"
+JOBS = Path(__file__).resolve().parent / "cluster_jobs.py"
 CONNECT_MODE_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
 """What creating a Spark Connect session sets in this process (every later ``SparkSession``
 builder and ``pyspark.sql.functions`` call then goes to Connect)."""
@@ -86,7 +87,7 @@ def job_conf(jars: Sequence[Path] = ()) -> dict[str, str]:
 
 def run_job(cluster: Cluster, job: str, spec: dict[str, Any], folder: Path,
             jars: Sequence[Path] = (), timeout: float = 240.0) -> dict[str, Any]:
-    """Run ``jobs.py <job>`` with ``spark-submit`` on the cluster to completion; its result."""
+    """Run ``cluster_jobs.py <job>`` with ``spark-submit`` on the cluster to completion; its result."""
     folder.mkdir(parents=True, exist_ok=True)
     spec_file, result_file = folder / f"{job}.spec.json", folder / f"{job}.result.json"
     spec_file.write_text(json.dumps(spec))
@@ -115,7 +116,7 @@ class Running:
 @contextmanager
 def running_job(cluster: Cluster, job: str, spec: dict[str, Any],
                 folder: Path) -> Iterator[Running]:
-    """``jobs.py <job>`` submitted in the background, in its own process group, ended on exit."""
+    """``cluster_jobs.py <job>`` submitted in the background, in its own process group, ended on exit."""
     folder.mkdir(parents=True, exist_ok=True)
     spec_file = folder / f"{job}.spec.json"
     spec_file.write_text(json.dumps(spec))

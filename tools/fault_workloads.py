@@ -1,13 +1,13 @@
-"""Reads and writes slow enough for a broker to fail in the middle of them (the fault tests
-and ``tools/fault_soak.py``)."""
+"""Reads and writes slow enough for a broker to fail in the middle of them (the fault tests,
+through ``tests/support/faults.py``, and ``tools/fault_soak.py``)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from tests.integration.write_kafka_support import partition_batches
-from tests.kafka_data import produce
+from tools.kafka_records import produce
+from tools.write_kafka_rows import partition_batches
 
 # Each fetch returns about one producer batch (50 records) and waits 100 ms: a read of 3,000
 # records per partition takes seconds, long enough to lose a leader in the middle of it.

@@ -1,0 +1,97 @@
+"""The deployed tests' client of the real Airflow's REST API (``tests/deployed``)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+from tools.airflow_stack import Stack
+
+RUN_TIMEOUT_S = 180.0
+DB_RETRIES = 5
+
+
+class AirflowApi:
+    """A tiny REST client: a JWT from ``POST /auth/token``, then JSON in and out."""
+
+    def __init__(self, stack: Stack) -> None:
+        self.stack = stack
+        self.token = stack.token()
+
+    def call(self, method: str, path: str, body: Any = None) -> Any:
+        """One request; the JSON answer. An HTTP error fails the test with the answer's text.
+
+        SQLite takes one writer at a time, and a request whose transaction read first and then
+        loses the race for the write lock fails at once ("database is locked", a 500 "Database
+        error", rolled back): such a request is sent again, up to ``DB_RETRIES`` times.
+        """
+        for attempt in range(DB_RETRIES + 1):
+            request = urllib.request.Request(
+                f"{self.stack.url}{path}", method=method,
+                data=None if body is None else json.dumps(body).encode(),
+                headers={"Content-Type": "application/json",
+                         "Authorization": f"Bearer {self.token}"})
+            try:
+                with urllib.request.urlopen(request, timeout=30) as response:
+                    text = response.read().decode()
+                return json.loads(text) if text else None
+            except urllib.error.HTTPError as exc:
+                answer = exc.read().decode()
+                if exc.code != 500 or '"Database error"' not in answer or attempt == DB_RETRIES:
+                    raise AssertionError(f"{method} {path} -> {exc.code}: {answer}") from None
+            time.sleep(1.0)
+        raise AssertionError("unreachable")
+
+    def unpause(self, dag_id: str) -> None:
+        assert self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})["is_paused"] is False
+
+    def pause(self, dag_id: str) -> None:
+        assert self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": True})["is_paused"] is True
+
+    def trigger(self, dag_id: str, conf: dict[str, Any], logical_date: str | None = None) -> str:
+        run = self.call("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                        {"logical_date": logical_date, "conf": conf})
+        return str(run["dag_run_id"])
+
+    def wait(self, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT_S) -> dict[str, Any]:
+        """The run once it is finished (success or failed)."""
+        path = f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id, safe='')}"
+        deadline = time.monotonic() + timeout
+        while True:
+            run = self.call("GET", path)
+            if run["state"] in ("success", "failed"):
+                return dict(run)
+            assert time.monotonic() < deadline, f"{dag_id} {run_id} still {run['state']}"
+            time.sleep(1.0)
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str]:
+        tis = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                               f"{urllib.parse.quote(run_id, safe='')}/taskInstances")
+        return {ti["task_id"]: ti["state"] for ti in tis["task_instances"]}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+        return self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                                f"{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}"
+                                f"/xcomEntries/{key}")["value"]
+
+    def failure_report(self, dag_id: str, run_id: str) -> str:
+        """Task states and the last log lines of every failed task (for assertion messages)."""
+        states = self.task_states(dag_id, run_id)
+        report = [f"{dag_id} {run_id}: {states}"]
+        for task_id, state in states.items():
+            if state == "failed":
+                report.append(f"--- {task_id} log (tail) ---")
+                report.append("\n".join(self.log(dag_id, run_id, task_id).splitlines()[-40:]))
+        return "\n".join(report)
+
+    def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        content = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                                   f"{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}"
+                                   f"/logs/{try_number}?full_content=true")["content"]
+        # Structured lines: the exception (type, message, frames) is in fields beside "event".
+        return "\n".join(json.dumps(line) if isinstance(line, dict) else str(line)
+                         for line in content)
