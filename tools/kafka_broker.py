@@ -309,7 +309,7 @@ def start(run_dir: Path, port: int, modes: tuple[str, ...] = ("plaintext",)) -> 
         listeners=",".join(f"{m.upper()}://127.0.0.1:{p}" for m, p in listeners.items()),
         protocol_map=",".join(f"{m.upper()}:{m.upper()}" for m in listeners),
         controller_port=free_port(), data_dir=data_dir) + extra)
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     scram = (["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"]
              if any(mode.startswith("sasl_") for mode in modes) else [])
     format_storage(run_dir, cluster_id, *scram)
@@ -330,6 +330,16 @@ def write_node_files(node_dir: Path, properties: str) -> None:
     node_dir.mkdir(parents=True, exist_ok=True)
     (node_dir / "server.properties").write_text(properties)
     (node_dir / "log4j2.properties").write_text(LOG4J2.format(log_file=node_dir / "server.log"))
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id (16 random bytes, URL-safe base64, as `kafka-storage random-uuid`)
+    that does not start with '-': the storage tool would read such an id as an option
+    (about one id in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def format_storage(node_dir: Path, cluster_id: str, *extra: str) -> None:
@@ -409,7 +419,7 @@ def start_cluster(run_dir: Path, port: int, brokers: int) -> str:
             node_id=n, port=broker_port, controller_port=controller_port,
             data_dir=run_dir / f"node-{n}" / "data", replicas=replicas,
             min_isr=min(2, replicas)) + topic_defaults)
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    cluster_id = new_cluster_id()
     for n in range(brokers + 1):
         format_storage(run_dir / f"node-{n}", cluster_id)
     bootstrap = ",".join(f"127.0.0.1:{p}" for p in ports.values())
