@@ -47,8 +47,9 @@ from airflow_provider_kafka_spark.spark.write.ledger import (
     ledger_start_offset,
     read_ledger,
 )
-from airflow_provider_kafka_spark.spark.write.transactions import write_partition
-from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
+from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
+from airflow_provider_kafka_spark.spark.write.task import write_partition
+from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tools.write_kafka_rows import (
     expected_keys,
     partition_batches,

@@ -15,11 +15,9 @@ from airflow_provider_kafka_spark.offsets import PartitionRange
 from airflow_provider_kafka_spark.offsets.config import native_settings
 from airflow_provider_kafka_spark.spark import read_split
 from airflow_provider_kafka_spark.spark.native import librdkafka_version
-from airflow_provider_kafka_spark.spark.write.transactions import (
-    TaskPlan,
-    check_producer_config,
-    write_partition,
-)
+from airflow_provider_kafka_spark.spark.write.plan import TaskPlan
+from airflow_provider_kafka_spark.spark.write.producer import check_producer_config
+from airflow_provider_kafka_spark.spark.write.task import write_partition
 from tests.support.write_kafka import read_committed
 
 pytestmark = pytest.mark.integration

@@ -22,8 +22,9 @@ from airflow_provider_kafka_spark.errors import (
     TransactionInitTimeoutError,
     WriteConfigError,
 )
-from airflow_provider_kafka_spark.spark.write.transactions import write_partition
-from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
+from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
+from airflow_provider_kafka_spark.spark.write.task import write_partition
+from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tests.support.write_kafka import (
     expected_keys,
     partition_batches,

@@ -17,8 +17,9 @@ from confluent_kafka import Producer
 
 from airflow_provider_kafka_spark.errors import LedgerError
 from airflow_provider_kafka_spark.spark.write.ledger import LedgerEntry, TaskInput
-from airflow_provider_kafka_spark.spark.write.transactions import write_partition
-from airflow_provider_kafka_spark.spark.write.writer import prepare_exactly_once, write_kafka
+from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
+from airflow_provider_kafka_spark.spark.write.task import write_partition
+from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tests.support.write_kafka import partition_batches, read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -156,7 +157,7 @@ def test_the_pre_pass_counts_every_partition_and_sums_hashes_as_documented(spark
     modulo 2**64, here checked against that sum computed by Spark SQL in decimal(38,0)."""
     from pyspark.sql import functions as F
 
-    from airflow_provider_kafka_spark.spark.write.writer import _scan_input
+    from airflow_provider_kafka_spark.spark.write.prepass import scan_input as _scan_input
 
     # 5 partitions, the last two empty; 3,000 rows so the signed hash sums overflow int64.
     base = spark.range(0, 5000, numPartitions=5).where("id < 3000")

@@ -8,6 +8,7 @@ was produced to any target topic (read_uncommitted) and that the ledger holds no
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -16,7 +17,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_provider_kafka_spark.errors import KafkaWriteError, WriteConfigError
-from airflow_provider_kafka_spark.spark.write.transactions import TaskPlan, write_partition
+from airflow_provider_kafka_spark.spark.write.plan import TaskPlan
+from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tests.support.write_kafka import read_committed
 from tools.local_broker import free_port
@@ -218,3 +220,42 @@ def test_column_errors_say_what_to_do(spark: Any, kafka_config: dict[str, Any]) 
                                                r"\(milliseconds\), got 0; pass e.g. 60000"):
         write_kafka(df.selectExpr("key AS value"), kafka_config, topic="out",
                     transactional_id_prefix="p", write_id="w", transaction_timeout_ms=0)
+
+
+def test_a_write_id_too_long_for_its_ledger_record_fails_before_anything_is_written(
+    spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any
+) -> None:
+    """The ledger record's key and value both hold the write_id: one whose record would exceed
+    the producer's message.max.bytes (librdkafka's default, or kafka_config's) is refused with
+    the limit before any topic is created or any record produced; one at the stated limit is
+    written."""
+    topic = new_topic(partitions=1)
+    missing_ledger = f"ledger-{uuid.uuid4().hex[:10]}"
+    df = spark.range(0, ROWS, numPartitions=3).selectExpr("CAST(id AS STRING) AS value")
+
+    with pytest.raises(WriteConfigError, match=r"message\.max\.bytes=1000000 \(librdkafka's "
+                                               r"default\).*shorter write_id"):
+        write_kafka(df, kafka_config, topic=topic, transactional_id_prefix="test-inputs",
+                    write_id="w" * 1_000_000, ledger_topic=missing_ledger)
+    small = {**kafka_config, "message.max.bytes": 20000}
+    with pytest.raises(WriteConfigError, match=r"message\.max\.bytes=20000 \(kafka_config\)"
+                                               r".*shorter write_id") as caught:
+        write_kafka(df, small, topic=topic, transactional_id_prefix="test-inputs",
+                    write_id="w" * 20000, ledger_topic=missing_ledger)
+
+    assert _everything(kafka_config, topic) == []
+    assert missing_ledger not in kafka_admin.list_topics(timeout=30).topics
+
+    stated = re.search(r"at most ([\d,]+) characters", str(caught.value))
+    assert stated is not None, str(caught.value)
+    longest = int(stated.group(1).replace(",", ""))
+    with pytest.raises(WriteConfigError, match=r"message\.max\.bytes=20000"):
+        write_kafka(df, small, topic=topic, transactional_id_prefix="test-inputs",
+                    write_id="w" * (longest + 1), ledger_topic=missing_ledger)
+    ledger = new_topic(partitions=1, prefix="ledger", **{"cleanup.policy": "compact"})
+    result = write_kafka(df, small, topic=topic, transactional_id_prefix="test-inputs",
+                         write_id="w" * longest, ledger_topic=ledger)
+    assert result.records_written == ROWS
+    assert sorted(r.value for r in read_committed(kafka_config, topic)) == \
+        sorted(str(i).encode() for i in range(ROWS))
+    assert len(read_committed(kafka_config, ledger)) == 3
