@@ -200,8 +200,9 @@ def kafka_errors() -> Iterator[None]:
     ``Py4JJavaError`` carrying the traceback text. Inside ``with kafka_errors():`` a failure
     caused by one of this package's errors (:class:`DataLossError` with its ``lost`` counts,
     :class:`KafkaReadError`, :class:`KafkaAuthenticationError`, the ``write_kafka``
-    errors) is raised as that class, chained to
-    the original; anything else propagates unchanged::
+    errors), or by a corrupt record of ``decode_kafka(on_corrupt="fail")``
+    (:class:`CorruptRecordError` with its ``topic``, ``partition`` and ``offset``), is raised
+    as that class, chained to the original; anything else propagates unchanged::
 
         with kafka_errors():
             df.write.parquet(path)
@@ -218,10 +219,20 @@ def kafka_errors() -> Iterator[None]:
 
 
 _LOST = re.compile(r"\[lost: ([\w.-]+)/(\d+)=(\d+)\]")
+_CORRUPT = re.compile(r"(corrupt record in ([\w.-]+)/(\d+) at offset (\d+): .*?)"
+                      r"(?: SQLSTATE: \w+)?(?:\n|$)")
+"""``decode_kafka``'s message for a corrupt record with ``on_corrupt="fail"`` (Spark's
+``raise_error``: ``[USER_RAISED_EXCEPTION] <message> SQLSTATE: P0001``)."""
 
 
 def executor_error(text: str) -> KafkaSparkError | None:
-    """The package error named last in the text of Spark's wrapping exception, or None."""
+    """The package error in the text of Spark's wrapping exception, or None: a corrupt record
+    of ``decode_kafka`` (the cause of the job's failure wherever it surfaced), else the
+    package error named last."""
+    corrupt = _CORRUPT.search(text)
+    if corrupt:
+        message, topic, partition, offset = corrupt.groups()
+        return CorruptRecordError(message, topic, int(partition), int(offset))
     classes = _executor_error_classes()
     pattern = re.compile(rf"(?:[\w.]+\.)?({'|'.join(classes)}): (.*?)(?:\n|$)")
     matches = pattern.findall(text)
@@ -239,6 +250,7 @@ def _executor_error_classes() -> dict[str, type[KafkaSparkError]]:
     ``KafkaWriteError``."""
     classes: dict[str, type[KafkaSparkError]] = {
         "DataLossError": DataLossError, "KafkaReadError": KafkaReadError,
+        "CorruptRecordError": CorruptRecordError,
         "KafkaAuthenticationError": KafkaAuthenticationError,
         "SchemaRegistryError": SchemaRegistryError}
     pending: list[type[KafkaSparkError]] = [KafkaWriteError]
@@ -247,3 +259,17 @@ def _executor_error_classes() -> dict[str, type[KafkaSparkError]]:
         classes[cls.__name__] = cls
         pending.extend(cls.__subclasses__())
     return classes
+
+
+def error_line(exc: BaseException, limit: int = 500) -> str:
+    """The first meaningful line of an exception's message, for error messages and logs; for
+    a Java exception (``Py4JJavaError``), the Java exception's class and message."""
+    java = getattr(exc, "java_exception", None)
+    text = str(java.toString()) if java is not None else str(exc)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return cut(lines[0] if lines else type(exc).__name__, limit)
+
+
+def cut(text: str, limit: int) -> str:
+    """``text``, cut to ``limit`` characters."""
+    return text if len(text) <= limit else f"{text[:limit - 3]}..."

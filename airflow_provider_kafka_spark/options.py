@@ -41,6 +41,9 @@ TOPIC_NAME = re.compile(r"[A-Za-z0-9._-]{1,249}")
 """A legal Kafka topic name (Kafka's own rule; ``.`` and ``..`` excepted)."""
 DATA_SOURCE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.\-]*")
 """A Spark data source name (``parquet``, ``delta``, ``org.apache.spark.sql.avro``...)."""
+SQL_VIEW = "kafka"
+"""The temporary view an ingest's ``sql=`` queries: the records read, in the Kafka source's
+schema (decoded when the ingest decodes)."""
 
 _INT_TEXT = re.compile(r"\s*\+?\d+\s*")
 

@@ -1,12 +1,12 @@
-"""Read a run's offset ranges with Spark, transform them, write the sink, return statistics."""
+"""The ingest task: :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` (read a run's
+offset ranges with Spark, decode, transform, write the sink, statistics) with Airflow's
+arguments, connections, logging, metrics, lineage and assets."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import time
-from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +31,7 @@ from airflow_provider_kafka_spark.options import (
     ENGINES,
     ON_CORRUPT,
     REGISTRY_FORMATS,
+    SQL_VIEW,
     bad_argument,
     check_bool,
     check_choice,
@@ -38,20 +39,16 @@ from airflow_provider_kafka_spark.options import (
     check_positive_int,
     check_text,
     check_topic_name,
-    shown,
 )
 from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink
-from airflow_provider_kafka_spark.sinks.base import error_line
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql import DataFrame
 
-    from airflow_provider_kafka_spark.spark import LostOffsets, PartitionSummary
+    from airflow_provider_kafka_spark.spark.ingest import Decoding
 
 __all__ = ["MANIFEST_NAME", "SQL_VIEW", "KafkaSparkIngestOperator", "default_write_id"]
 
-SQL_VIEW = "kafka"
-"""The temporary view ``sql=`` queries: the records read, in the Kafka source's schema."""
 FILE_ONLY = ("output_options", "partition_by")
 KAFKA_ONLY = ("output_kafka_conn_id", "transactional_id_prefix", "write_id")
 
@@ -61,9 +58,12 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     files at ``output_path`` or records to the Kafka topic ``output_topic`` (exactly one).
 
     The ranges come from the resolve task's XCom, so a retry reads exactly the same records.
-    The operator is glue over a :class:`~airflow_provider_kafka_spark.sinks.Sink`: it builds
-    the sink, checks the transformation and prepares the sink before the read, then reads,
-    writes and commits (or aborts the sink after any failure).
+    The pipeline is :func:`~airflow_provider_kafka_spark.spark.ingest.ingest`, which a plain
+    PySpark job can call too: it checks the transformation and prepares the
+    :class:`~airflow_provider_kafka_spark.sinks.Sink` before the read, then reads, decodes,
+    writes and commits (or aborts the sink after any failure). The operator checks the
+    arguments, builds the sink and the decoding from them and its connections, calls it, and
+    logs, counts and announces the result.
 
     **Bad arguments fail before anything is read.** Literal arguments are checked when the
     DAG file is parsed (a bad one is an import error of the DAG); templated ones
@@ -274,7 +274,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                        meaning="an id that stays the same when the same write is retried")
         if checkable(self.sql, rendered=rendered):
             check_text(task, "sql", self.sql, allow_none=True,
-                       meaning="a Spark SQL query over the view 'kafka'")
+                       meaning=f"a Spark SQL query over the view '{SQL_VIEW}'")
         if self.transform is not None and not callable(self.transform):
             raise bad_argument(task, "transform", self.transform,
                                "pass a function taking and returning a pyspark DataFrame")
@@ -386,57 +386,27 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         self.check_arguments(rendered=True)
         offset_ranges = self.offset_ranges()
         sink = self.sink(context, offset_ranges)
-        if offset_ranges.is_empty():
+        from airflow_provider_kafka_spark.spark.ingest import IngestResult, ingest
+
+        if offset_ranges.is_empty():  # no Spark session, nothing written
             self.log.info("The ranges hold no offsets: nothing to read, nothing written.")
-            stats = _stats(offset_ranges, [], sink.describe(), lost=offset_ranges.lost,
-                           seconds=0.0)
+            stats = IngestResult.of(offset_ranges, sink.describe()).to_dict()
             self._warn_lost(stats)
             return stats
-        from airflow_provider_kafka_spark.spark import (
-            LostOffsets,
-            kafka_errors,
-            kafka_schema,
-            summarize,
+        result = ingest(
+            self.spark_hook.get_conn(), offset_ranges, self.kafka_hook.get_kafka_config(), sink,
+            engine=self.engine,  # type: ignore[arg-type]
+            max_records_per_split=self.max_records_per_split,
+            include_headers=self.include_headers,
+            on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
+            decode=self.decoding(), transform=self.transform, sql=self.sql,
+            on_corrupt=self.on_corrupt,  # type: ignore[arg-type]
+            manifest={"dag_id": self.dag_id, "task_id": self.task_id,
+                      "run_id": context["run_id"]},
+            owner=self.task_id,
         )
-
-        began = time.monotonic()
-        spark = self.spark_hook.get_conn()
-        empty = spark.createDataFrame([], kafka_schema(self.include_headers))
-        decoding = self._decoding(offset_ranges)
-        shaped = self._transformed(spark, _good(decoding(empty)) if decoding else empty,
-                                   checking=True)
-        try:
-            sink.prepare(spark, shaped)
-            lost = LostOffsets()
-            records = self._read(spark, offset_ranges, lost)
-            try:
-                with kafka_errors():
-                    summaries = summarize(records)
-                good, dead_letters, decoded = records, None, None
-                if decoding:
-                    good, dead_letters, decoded = self._split(decoding(records))
-                output = sink.write(self._transformed(spark, good, checking=False),
-                                    dead_letters)
-                stats = _stats(offset_ranges, summaries, output, lost=lost.by_partition(),
-                               seconds=time.monotonic() - began)
-                if decoded is not None:
-                    stats["decode"] = decoded
-                    if "dead_letter" in output:
-                        output["dead_letter"]["records"] = decoded["dead_lettered"]
-                sink.commit({
-                    "version": 1,
-                    "dag_id": self.dag_id,
-                    "task_id": self.task_id,
-                    "run_id": context["run_id"],
-                    "written_at": datetime.now(UTC).isoformat(),
-                    "ranges": offset_ranges.to_dict(),
-                    **stats,
-                })
-            finally:
-                records.unpersist()
-        except BaseException:
-            sink.abort()
-            raise
+        stats = result.to_dict()
+        output = stats["output"]
         self.log.info("Wrote %d record(s) to %s:\n%s", stats["records"],
                       output.get("path") or output.get("topic"), _summary_table(stats))
         if "decode" in stats:
@@ -446,6 +416,22 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         _send_metrics(self, stats)
         self._announce_output(context, stats)
         return stats
+
+    def decoding(self) -> Decoding | None:
+        """How ``ingest`` decodes: this task's formats and schemas, and the client config of
+        ``schema_registry_conn_id``; None when nothing is decoded."""
+        if self.key_format == "bytes" and self.value_format == "bytes":
+            return None
+        from airflow_provider_kafka_spark.hooks.schema_registry import SchemaRegistryHook
+        from airflow_provider_kafka_spark.spark.ingest import Decoding
+
+        registry = None
+        if self.schema_registry_conn_id is not None:
+            registry = SchemaRegistryHook(self.schema_registry_conn_id).get_config()
+        return Decoding(key_format=self.key_format,  # type: ignore[arg-type]
+                        value_format=self.value_format,  # type: ignore[arg-type]
+                        key_schema=self.key_schema, value_schema=self.value_schema,
+                        schema_registry=registry)
 
     def sink(self, context: Any, ranges: OffsetRanges) -> Sink:
         """The sink of the rendered arguments (no cluster call)."""
@@ -522,195 +508,12 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                          "(on_data_loss='skip'): %s. The output lacks them.",
                          stats["lost"], detail)
 
-    def _read(self, spark: SparkSession, ranges: OffsetRanges, lost: LostOffsets) -> DataFrame:
-        """The records, cached so the summary and the write read Kafka once; ``lost`` counts
-        the offsets skipped because they were deleted."""
-        from pyspark import StorageLevel
-
-        from airflow_provider_kafka_spark.spark import read_kafka
-
-        return read_kafka(
-            spark, ranges, self.kafka_hook.get_kafka_config(),
-            isolation_level=ranges.isolation_level,
-            max_records_per_split=self.max_records_per_split,
-            engine=self.engine,  # type: ignore[arg-type]
-            include_headers=self.include_headers,
-            on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
-            lost=lost,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-
-    def _decoding(self, ranges: OffsetRanges) -> Callable[[DataFrame], DataFrame] | None:
-        """``decode_kafka`` with this task's options and ``on_corrupt="dead_letter"`` (the
-        task applies its own policy to what it marks), a subject's ``latest`` version pinned
-        now (the check before the read and the read decode into the same schema); None when
-        nothing is decoded."""
-        if self.key_format == "bytes" and self.value_format == "bytes":
-            return None
-        from airflow_provider_kafka_spark.hooks.schema_registry import SchemaRegistryHook
-        from airflow_provider_kafka_spark.spark import Subject, decode_kafka
-        from airflow_provider_kafka_spark.spark.formats import frozen_config, resolve_schema
-
-        registry = None
-        if self.schema_registry_conn_id is not None:
-            registry = SchemaRegistryHook(self.schema_registry_conn_id).get_config()
-        topics = sorted({r.topic for r in ranges})
-        schemas = {}
-        for field, fmt, schema in (("key", self.key_format, self.key_schema),
-                                   ("value", self.value_format, self.value_schema)):
-            if schema is None and fmt in REGISTRY_FORMATS:
-                if len(topics) != 1:
-                    raise bad_argument(self.task_id, f"{field}_schema", None,
-                                       f"the ranges cover {len(topics)} topics {topics}; pass "
-                                       f"the reader schema, e.g. Subject('<subject>')",
-                                       problem="is missing")
-                schema = Subject(f"{topics[0]}-{field}")
-            if isinstance(schema, Subject) and schema.version == "latest" and \
-                    fmt in REGISTRY_FORMATS:
-                resolved = resolve_schema(frozen_config(registry, f"{field}_format"), fmt,
-                                          schema)
-                schema = Subject(schema.name, resolved.version or "latest")
-            schemas[field] = schema
-        options = {"key_format": self.key_format, "value_format": self.value_format,
-                   "key_schema": schemas["key"], "value_schema": schemas["value"],
-                   "schema_registry": registry, "on_corrupt": "dead_letter"}
-        return lambda df: decode_kafka(df, **options)
-
-    def _split(self, marked: DataFrame) -> tuple[DataFrame, DataFrame | None, dict[str, int]]:
-        """(decoded records, dead letters or None, counts) of ``marked`` (``decode_kafka``'s
-        ``dead_letter`` output), after applying ``on_corrupt``."""
-        from pyspark import StorageLevel
-        from pyspark.sql import functions as F
-
-        from airflow_provider_kafka_spark.spark import KafkaReadError, kafka_errors
-
-        marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
-        bad = F.col("decode_error").isNotNull()
-        with kafka_errors():
-            counts = marked.agg(F.count_if(~bad).alias("good"), F.count_if(bad).alias("bad"))\
-                .first()
-        good, corrupt = int(counts["good"]), int(counts["bad"])
-        if corrupt and self.on_corrupt == "fail":
-            first = marked.where(bad).orderBy("topic", "partition", "offset").first()
-            raise KafkaReadError(
-                f"{self.task_id}: {corrupt} record(s) could not be decoded; the first is "
-                f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
-                f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
-                "schema, or pass on_corrupt='skip' or 'dead_letter'.")
-        dead_letters = None
-        if corrupt and self.on_corrupt == "dead_letter":
-            kept = [c for c in ("topic", "partition", "offset", "timestamp", "headers")
-                    if c in marked.columns]
-            dead_letters = marked.where(bad).select(
-                F.col("raw_key").alias("key"), F.col("raw_value").alias("value"), *kept,
-                F.col("decode_error").alias("error"))
-        return _good(marked), dead_letters, {
-            "decoded": good, "skipped": corrupt if self.on_corrupt == "skip" else 0,
-            "dead_lettered": corrupt if dead_letters is not None else 0}
-
-    def _transformed(self, spark: SparkSession, records: DataFrame, *,
-                     checking: bool) -> DataFrame:
-        """``records`` through ``transform`` or ``sql``. With ``checking`` (``records`` is
-        empty, before the read), a failure is a ConfigurationError about the argument."""
-        from pyspark.sql import DataFrame
-
-        if self.transform is not None:
-            name = getattr(self.transform, "__qualname__", None) or shown(self.transform)
-            try:
-                result = self.transform(records)
-            except Exception as exc:
-                if not checking:
-                    raise
-                raise ConfigurationError(
-                    f"{self.task_id}: transform={name} failed on an empty DataFrame with the "
-                    f"records' columns {records.columns} (called once before the read, to check "
-                    f"it): {error_line(exc)}. Fix the transform: it takes the records read and "
-                    "returns a pyspark DataFrame. Nothing was read or written."
-                ) from exc
-            if not isinstance(result, DataFrame):
-                raise bad_argument(
-                    self.task_id, "transform", name,
-                    "it must return a pyspark.sql.DataFrame (e.g. return df.select(...))",
-                    problem=f"returned {type(result).__name__}, not a DataFrame")
-            return result
-        if self.sql:
-            records.createOrReplaceTempView(SQL_VIEW)
-            if checking:
-                self._check_sql(spark, records.columns)
-            return spark.sql(self.sql)
-        return records
-
-    def _check_sql(self, spark: SparkSession, columns: list[str]) -> None:
-        """Parse ``sql`` and analyse it as a subquery over the (empty) view: a syntax error,
-        an unknown column, a command or several statements fail here, before the read."""
-        from py4j.protocol import Py4JJavaError
-        from pyspark.errors import AnalysisException
-
-        assert isinstance(self.sql, str)
-        problem = "is not valid Spark SQL"
-        try:
-            jsession = getattr(spark, "_jsparkSession", None)
-            if jsession is not None:  # the parser alone: positions as the user wrote them
-                jsession.sessionState().sqlParser().parsePlan(self.sql)
-            problem = "is not one query Spark can run over the records"
-            query = self.sql.strip()
-            while query.endswith(";"):
-                query = query[:-1].rstrip()
-            spark.sql(f"SELECT * FROM (\n{query}\n) AS _kafka_spark_sql").schema  # noqa: B018
-        except (AnalysisException, Py4JJavaError) as exc:
-            raise bad_argument(
-                self.task_id, "sql", self.sql,
-                f"pass one query (SELECT, WITH ... SELECT, VALUES or TABLE; not a command nor "
-                f"several statements) over the view '{SQL_VIEW}', whose columns are {columns}. "
-                f"Spark said: {error_line(exc)}. Nothing was read or written",
-                problem=problem) from exc
-
-
-def _good(marked: DataFrame) -> DataFrame:
-    """The decodable records of ``decode_kafka``'s ``dead_letter`` output, without its
-    dead-letter columns."""
-    from pyspark.sql import functions as F
-
-    return marked.where(F.col("decode_error").isNull()).drop("raw_key", "raw_value",
-                                                             "decode_error")
-
 
 def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:
     """``<dag_id>/<task_id>/<run_id>/<digest>``: the same for a retry of the task (same XCom
     ranges), different when the ranges were resolved again to other offsets."""
     bounds = json.dumps([[r.topic, r.partition, r.start, r.stop] for r in ranges])
     return f"{dag_id}/{task_id}/{run_id}/{hashlib.sha256(bounds.encode()).hexdigest()[:16]}"
-
-
-def _stats(ranges: OffsetRanges, summaries: list[PartitionSummary], output: dict[str, Any],
-           *, lost: Mapping[tuple[str, int], int], seconds: float) -> dict[str, Any]:
-    by_key = {(s.topic, s.partition): s.to_dict() for s in summaries}
-    partitions = []
-    for r in ranges:
-        entry: dict[str, Any] = {
-            "topic": r.topic, "partition": r.partition, "start": r.start, "stop": r.stop,
-            "records": 0, "bytes": 0, "lost": lost.get((r.topic, r.partition), 0),
-            "lag": ranges.lag.get((r.topic, r.partition)),
-            "first_offset": None, "last_offset": None,
-            "min_timestamp": None, "max_timestamp": None,
-        }
-        entry.update(by_key.get((r.topic, r.partition), {}))
-        partitions.append(entry)
-    records = sum(p["records"] for p in partitions)
-    size = sum(p["bytes"] or 0 for p in partitions)
-    timestamps = [p[k] for p in partitions for k in ("min_timestamp", "max_timestamp") if p[k]]
-    return {
-        "records": records,
-        "bytes": size,
-        "lost": sum(lost.values()),
-        "lag": ranges.total_lag(),
-        "partitions": partitions,
-        "min_timestamp": min(timestamps, default=None),
-        "max_timestamp": max(timestamps, default=None),
-        "output": output,
-        "seconds": round(seconds, 3),
-        "records_per_second": round(records / seconds, 1) if seconds > 0 else 0.0,
-        "bytes_per_second": round(size / seconds, 1) if seconds > 0 else 0.0,
-    }
 
 
 def _summary_table(stats: dict[str, Any]) -> str:

@@ -6,8 +6,12 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kafka_spark.errors import cut, error_line
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["Sink", "cut", "error_line"]
 
 
 class Sink(ABC):
@@ -32,7 +36,9 @@ class Sink(ABC):
     * :meth:`abort` undoes what :meth:`prepare` and :meth:`write` left behind, as far as the
       sink can; it never raises (it runs while another exception propagates).
 
-    A sink is used once: build a new one for each write.
+    A sink is used once: build a new one for each write. Every sink satisfies
+    :class:`~airflow_provider_kafka_spark.spark.ingest.SinkProtocol`, what
+    :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` takes.
     """
 
     @abstractmethod
@@ -52,17 +58,3 @@ class Sink(ABC):
 
     def abort(self) -> None:  # noqa: B027
         """Undo what :meth:`prepare` and :meth:`write` left behind; never raises."""
-
-
-def error_line(exc: BaseException, limit: int = 500) -> str:
-    """The first meaningful line of an exception's message, for error messages and logs; for
-    a Java exception (``Py4JJavaError``), the Java exception's class and message."""
-    java = getattr(exc, "java_exception", None)
-    text = str(java.toString()) if java is not None else str(exc)
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return cut(lines[0] if lines else type(exc).__name__, limit)
-
-
-def cut(text: str, limit: int) -> str:
-    """``text``, cut to ``limit`` characters."""
-    return text if len(text) <= limit else f"{text[:limit - 3]}..."

@@ -6,9 +6,13 @@
     config = {"bootstrap.servers": "127.0.0.1:9092"}
     ranges = resolve_offsets(config, Subscription.topics(["orders"]), "earliest", "latest")
     df = read_kafka(spark_session(), ranges, config)
+
+    # or read, decode, transform and write a sink in one call, with statistics:
+    result = ingest(spark_session(), ranges, config, FileSink("/data/orders/2024-05-01T00"))
 """
 
 from airflow_provider_kafka_spark.errors import (
+    CorruptRecordError,
     DecodeError,
     DeliveryError,
     InputTruncatedError,
@@ -25,6 +29,14 @@ from airflow_provider_kafka_spark.errors import (
     kafka_errors,
 )
 from airflow_provider_kafka_spark.spark.formats import Subject
+from airflow_provider_kafka_spark.spark.ingest import (
+    DecodeCounts,
+    Decoding,
+    IngestResult,
+    PartitionStats,
+    SinkProtocol,
+    ingest,
+)
 from airflow_provider_kafka_spark.spark.read.datasource import (
     FORMAT_NAME,
     KafkaBoundedDataSource,
@@ -44,17 +56,23 @@ from airflow_provider_kafka_spark.spark.write.writer import WriteResult, write_k
 
 __all__ = [
     "FORMAT_NAME",
+    "CorruptRecordError",
+    "DecodeCounts",
     "DecodeError",
+    "Decoding",
     "DeliveryError",
+    "IngestResult",
     "InputTruncatedError",
     "KafkaBoundedDataSource",
     "KafkaReadError",
     "KafkaWriteError",
     "LedgerError",
     "LostOffsets",
+    "PartitionStats",
     "PartitionSummary",
     "ProducerFencedError",
     "SchemaRegistryError",
+    "SinkProtocol",
     "SparkKafkaJarsError",
     "SparkKafkaSourceMissingError",
     "Subject",
@@ -64,6 +82,7 @@ __all__ = [
     "WriteResult",
     "decode_kafka",
     "fetch_spark_kafka_jars",
+    "ingest",
     "kafka_errors",
     "kafka_schema",
     "plan_splits",

@@ -13,7 +13,11 @@ from typing import Any
 
 import pytest
 
-from airflow_provider_kafka_spark.errors import WriteConfigError
+from airflow_provider_kafka_spark.errors import (
+    CorruptRecordError,
+    KafkaSparkError,
+    WriteConfigError,
+)
 from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from tests.support.dag_data import T0
@@ -33,7 +37,10 @@ def ranges(new_topic: Any, kafka_config: dict[str, Any]) -> dict[str, Any]:
 @pytest.fixture
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The calls of ``read_kafka`` (which then fail the test's task: nothing must get there)."""
-    import airflow_provider_kafka_spark.spark as spark_layer
+    import importlib
+
+    # the module, not the function ingest that the package exports under the same name
+    pipeline = importlib.import_module("airflow_provider_kafka_spark.spark.ingest")
 
     calls: list[Any] = []
 
@@ -41,7 +48,7 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
         calls.append((args, kwargs))
         raise AssertionError("read_kafka was called")
 
-    monkeypatch.setattr(spark_layer, "read_kafka", read_kafka)
+    monkeypatch.setattr(pipeline, "read_kafka", read_kafka)
     return calls
 
 
@@ -71,6 +78,12 @@ CASES = [
     ({"sql": "DROP VIEW kafka"}, "is not one query Spark can run over the records", False),
     ({"output_format": "csv"}, "The CSV datasource doesn't support the column `headers`", True),
     ({"partition_by": ["no_such_column"]}, "Partition column `no_such_column` not found", True),
+    ({"sql": "SELECT key, value AS KEY FROM kafka"},
+     "ingest: sql='SELECT key, value AS KEY FROM kafka' returns the columns ['key', 'KEY'], "
+     "which Spark cannot tell apart (Spark compares column names ignoring case); give each "
+     "column its own name", False),
+    ({"transform": lambda df: df.select("offset", "offset")},
+     "returns the columns ['offset', 'offset'], which Spark cannot tell apart", False),
 ]
 
 
@@ -100,6 +113,34 @@ def test_a_bad_kafka_ingest_fails_before_the_read(
                                                r"\['offset'\] cannot be written"):
         op.execute({"run_id": "manual__1"})
     assert reads == [] and jobs(spark) == ran
+
+
+def test_duplicate_columns_for_a_kafka_sink_fail_before_the_read(
+        kafka_connection: None, spark: Any, ranges: dict[str, Any], reads: list[Any]) -> None:
+    op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_topic="out",
+                                  sql="SELECT value, value FROM kafka")
+    ran = jobs(spark)
+    with pytest.raises(ConfigurationError, match=r"returns the columns \['value', 'value'\], "
+                                                 "which Spark cannot tell apart"):
+        op.execute({"run_id": "manual__1"})
+    assert reads == [] and jobs(spark) == ran
+
+
+def test_an_undecodable_record_fails_the_ingest_with_where_it_is(
+        kafka_connection: None, spark: Any, ranges: dict[str, Any], tmp_path: Path) -> None:
+    topic = ranges["ranges"][0]["topic"]
+    with pytest.raises(KafkaSparkError) as caught:
+        KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_path=str(tmp_path / "o"),
+                                 value_format="json", value_schema="id long",
+                                 ).execute({"run_id": "manual__1"})
+    error = caught.value
+    assert type(error) is CorruptRecordError, repr(error)
+    assert str(error) == (
+        f"ingest: 6 record(s) could not be decoded; the first is {topic}/0 at offset 0: value "
+        "is not JSON matching the schema id long. Nothing was written. Fix the producer or the "
+        "reader schema, or pass on_corrupt='skip' or 'dead_letter'.")
+    assert (error.topic, error.partition, error.offset) == (topic, 0, 0)
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_previous_output_survives_a_bad_rerun(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_spark.errors import CorruptRecordError, executor_error
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     KafkaSparkError,
@@ -24,8 +25,10 @@ from airflow_provider_kafka_spark.offsets import (
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.spark import (
     DecodeError,
+    KafkaReadError,
     Subject,
     decode_kafka,
+    kafka_errors,
     read_kafka,
     summarize,
 )
@@ -197,3 +200,92 @@ def test_decode_and_summarize_need_a_kafka_dataframe(spark: Any) -> None:
                      "pass the DataFrame of read_kafka")
         assert_error(lambda df=df: summarize(df), ConfigurationError,
                      "pass the DataFrame of read_kafka")
+
+
+# --- Class 9: what Spark itself would reject is this package's error, naming the column ---
+
+def test_a_corrupt_record_under_fail_is_a_corrupt_record_error(
+        frame: Any, records: OffsetRanges) -> None:
+    topic = records.ranges[0].topic
+    decoded = decode_kafka(frame, value_format="json", value_schema="id long")
+    with pytest.raises(KafkaSparkError) as caught, kafka_errors():
+        decoded.collect()
+    error = caught.value
+    assert type(error) is CorruptRecordError, repr(error)
+    assert str(error) == (f"corrupt record in {topic}/0 at offset 0: value is not JSON matching "
+                          "the schema id long. Pass on_corrupt='skip' or 'dead_letter' to keep "
+                          "going.")
+    assert (error.topic, error.partition, error.offset) == (topic, 0, 0)
+    assert isinstance(error, KafkaReadError)
+
+
+def test_spark_s_text_of_a_corrupt_record_names_where_it_is() -> None:
+    text = ("[USER_RAISED_EXCEPTION] corrupt record in orders.v2-x/11 at offset 123456: key is "
+            "not valid string. Pass on_corrupt='skip' or 'dead_letter' to keep going. "
+            "SQLSTATE: P0001\nJVM stacktrace: ...")
+    error = executor_error(text)
+    assert type(error) is CorruptRecordError
+    assert (error.topic, error.partition, error.offset) == ("orders.v2-x", 11, 123456)
+    assert str(error).endswith("key is not valid string. Pass on_corrupt='skip' or "
+                               "'dead_letter' to keep going.")
+
+
+def _frames(frame: Any) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    return {
+        "duplicate": frame.select("*", F.col("offset").alias("offset")),
+        "duplicate_by_case": frame.select("*", F.col("value").alias("VALUE")),
+        "raw_key": frame.withColumn("raw_key", F.lit(b"x")),
+        "Decode_Error": frame.withColumn("Decode_Error", F.lit("x")),
+        "_value_decoded": frame.withColumn("_value_decoded", F.lit("x")),
+        "string_timestamp": frame.withColumn("timestamp", F.lit("2024-05-01")),
+        "string_offset": frame.withColumn("offset", F.lit("x")),
+    }
+
+
+AVRO = '{"type": "record", "name": "R", "fields": [{"name": "id", "type": "long"}]}'
+SPARK_REJECTS: list[tuple[str, str, dict[str, Any], type[KafkaSparkError], str]] = [
+    ("decode", "duplicate", {"value_format": "string"}, DecodeError,
+     "decode_kafka cannot tell the columns ['offset', 'offset'] of its DataFrame apart (Spark "
+     "compares column names ignoring case); give each column its own name"),
+    ("decode", "duplicate_by_case", {}, DecodeError, "the columns ['value', 'VALUE']"),
+    ("decode", "raw_key", {"value_format": "string", "on_corrupt": "dead_letter"}, DecodeError,
+     "decode_kafka cannot add the column 'raw_key' (on_corrupt='dead_letter' adds it) to a "
+     "DataFrame that has the column 'raw_key'"),
+    ("decode", "Decode_Error", {"value_format": "string", "on_corrupt": "dead_letter"},
+     DecodeError, "df.withColumnRenamed('Decode_Error', 'my_decode_error')"),
+    ("decode", "_value_decoded", {"value_format": "avro", "value_schema": AVRO,
+                                  "schema_registry": {"url": "http://127.0.0.1:1"}},
+     DecodeError, "cannot add the column '_value_decoded' (the registry formats use it "
+                  "internally)"),
+    ("summarize", "duplicate", {}, ConfigurationError,
+     "summarize cannot tell the columns ['offset', 'offset'] of its DataFrame apart"),
+    ("summarize", "duplicate_by_case", {}, ConfigurationError, "['value', 'VALUE']"),
+    ("summarize", "string_timestamp", {}, ConfigurationError,
+     "summarize needs the column 'timestamp' as a timestamp, as read_kafka returns it; got "
+     "string"),
+    ("summarize", "string_offset", {}, ConfigurationError, "the column 'offset' as an integer"),
+]
+
+
+@pytest.mark.parametrize(("call", "name", "arguments", "error", "fragment"), SPARK_REJECTS,
+                         ids=[f"{c[0]}-{c[1]}" for c in SPARK_REJECTS])
+def test_what_spark_would_reject_is_refused_before_any_job(
+        spark: Any, frame: Any, call: str, name: str, arguments: dict[str, Any],
+        error: type[KafkaSparkError], fragment: str) -> None:
+    df = _frames(frame)[name]
+    jobs = set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+    if call == "decode":
+        assert_error(lambda: decode_kafka(df, **arguments).collect(), error, fragment)
+    else:
+        assert_error(lambda: summarize(df), error, fragment)
+    assert set(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs
+
+
+def test_decode_keeps_columns_whose_names_need_quoting(frame: Any) -> None:
+    from pyspark.sql import functions as F
+
+    df = frame.withColumn("a`b", F.lit(1)).withColumn("c.d", F.lit(2))
+    rows = decode_kafka(df, value_format="string").collect()
+    assert [(r["value"], r["a`b"], r["c.d"]) for r in rows] == [("v", 1, 2)] * 3

@@ -29,7 +29,7 @@ Policies for corrupt records (``on_corrupt``):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from google.protobuf.message import Message
@@ -40,9 +40,8 @@ from pyspark.sql.types import StringType, StructField, StructType
 from airflow_provider_kafka_spark.errors import DecodeError
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.options import DECODE_FORMATS as FORMATS
-from airflow_provider_kafka_spark.options import ON_CORRUPT
+from airflow_provider_kafka_spark.options import ON_CORRUPT, REGISTRY_FORMATS
 from airflow_provider_kafka_spark.spark.formats import (
-    REGISTRY_FORMATS,
     FieldCodec,
     Subject,
     decode_batches,
@@ -51,11 +50,18 @@ from airflow_provider_kafka_spark.spark.formats import (
     resolve_schema,
     spark_type_of,
 )
+from airflow_provider_kafka_spark.spark.schema import (
+    check_kafka_frame,
+    column_named,
+    spark_compares,
+)
 
 Format = Literal["bytes", "string", "json", "avro", "protobuf", "json_schema"]
 OnCorrupt = Literal["fail", "skip", "dead_letter"]
 Schema = str | StructType | Subject | type[Message]
 CORRUPT_RECORDS_METRIC = "corrupt_records"
+DEAD_LETTER_COLUMNS = ("raw_key", "raw_value", "decode_error")
+"""The columns ``on_corrupt="dead_letter"`` adds: the original bytes and the reason."""
 _CORRUPT_FIELD = "_corrupt_record"
 
 
@@ -88,17 +94,15 @@ def decode_kafka(
             records the job saw) once an action has run.
 
     Raises:
-        DecodeError: ``df`` lacks read_kafka's columns, an unknown format or policy, a
+        DecodeError: ``df`` lacks read_kafka's columns, has columns Spark cannot tell apart
+            or a column named like one decoding adds (``raw_key``, ``raw_value`` and
+            ``decode_error`` with ``"dead_letter"``); an unknown format or policy, a
             missing/unneeded/invalid schema, or an ``observation`` that is not one.
         SchemaRegistryError: the registry could not answer the reader schema's lookup (and,
             when an action runs, a writer schema's).
     """
-    needed = ("key", "value", "topic", "partition", "offset")
-    if not isinstance(df, DataFrame) or not set(needed) <= set(df.columns):
-        got = (f"a DataFrame with the columns {df.columns}" if isinstance(df, DataFrame)
-               else shown(df))
-        raise DecodeError(f"decode_kafka needs a DataFrame with the columns {list(needed)}, got "
-                          f"{got}; pass the DataFrame of read_kafka.")
+    df = check_kafka_frame(df, ("key", "value", "topic", "partition", "offset"),
+                           caller="decode_kafka", error=DecodeError)
     if on_corrupt not in ON_CORRUPT:
         raise DecodeError(f"on_corrupt={shown(on_corrupt)} is not valid; use one of "
                           f"{ON_CORRUPT}.")
@@ -106,10 +110,14 @@ def decode_kafka(
         raise DecodeError(f"observation={shown(observation)} is not an Observation; pass a "
                           "pyspark.sql.Observation (or None).")
     original = list(df.columns)
+    if on_corrupt == "dead_letter":
+        _check_unused(df, DEAD_LETTER_COLUMNS, "on_corrupt='dead_letter' adds it")
     codecs = tuple(_codec(field, fmt, schema, schema_registry)
                    for field, fmt, schema in (("key", key_format, key_schema),
                                               ("value", value_format, value_schema))
                    if fmt in REGISTRY_FORMATS)
+    _check_unused(df, [c.name for c in decoded_columns(codecs)],
+                  "the registry formats use it internally")
     if not codecs and schema_registry is not None:
         raise DecodeError("schema_registry is only used with the formats "
                           f"{REGISTRY_FORMATS}; remove it, or pass one of them.")
@@ -122,7 +130,7 @@ def decode_kafka(
     reason = F.when(key_bad, key_reason).when(value_bad, value_reason)
     if observation is not None:
         df = df.observe(observation, F.count_if(corrupt).alias(CORRUPT_RECORDS_METRIC))
-    others = [F.col(f"`{c}`") for c in original if c not in ("key", "value")]
+    others = [F.col(_quoted(c)) for c in original if c not in ("key", "value")]
     if on_corrupt == "skip":
         return df.where(~corrupt).select(key, value, *others)
     if on_corrupt == "dead_letter":
@@ -142,6 +150,22 @@ def decode_kafka(
     )
     guard = F.when(corrupt, F.raise_error(message)).otherwise(F.lit(True))
     return df.where(guard).select(key, value, *others)
+
+
+def _check_unused(df: DataFrame, added: Sequence[str], why: str) -> None:
+    """A DecodeError when ``df`` has a column named like one of ``added``."""
+    for name in added:
+        taken = column_named(df, name)
+        if taken is not None:
+            raise DecodeError(
+                f"decode_kafka cannot add the column {name!r} ({why}) to a DataFrame that "
+                f"has the column {taken!r} ({spark_compares(df)}); rename or drop that "
+                f"column first, e.g. df.withColumnRenamed({taken!r}, 'my_{name}').")
+
+
+def _quoted(column: str) -> str:
+    """``column`` as a Spark column reference to that exact name (dots and backticks too)."""
+    return "`" + column.replace("`", "``") + "`"
 
 
 def _codec(column: str, fmt: str, schema: Schema | None,

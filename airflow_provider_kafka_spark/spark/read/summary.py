@@ -8,12 +8,16 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import IntegralType, StringType, TimestampNTZType, TimestampType
 
 from airflow_provider_kafka_spark.errors import ConfigurationError
-from airflow_provider_kafka_spark.offsets.specs import shown
+from airflow_provider_kafka_spark.spark.schema import check_kafka_frame
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _COLUMNS = ("topic", "partition", "offset", "timestamp")
+_TYPES = (("topic", StringType, "a string"), ("partition", IntegralType, "an integer"),
+          ("offset", IntegralType, "an integer"),
+          ("timestamp", (TimestampType, TimestampNTZType), "a timestamp"))
 
 
 @dataclass(frozen=True, order=True)
@@ -61,14 +65,17 @@ def summarize(df: DataFrame) -> list[PartitionSummary]:
     time zone (Spark returns naive datetimes in the driver's local time; they are converted).
 
     Raises:
-        ConfigurationError: ``df`` is not a DataFrame with those columns.
+        ConfigurationError: ``df`` is not a DataFrame with those columns, of those types, that
+            Spark can tell apart from the DataFrame's other columns.
     """
-    if not isinstance(df, DataFrame) or not set(_COLUMNS) <= set(df.columns):
-        got = (f"a DataFrame with the columns {df.columns}" if isinstance(df, DataFrame)
-               else shown(df))
-        raise ConfigurationError(f"summarize needs a DataFrame with the columns "
-                                 f"{list(_COLUMNS)}, got {got}; pass the DataFrame of "
-                                 "read_kafka.")
+    df = check_kafka_frame(df, _COLUMNS, caller="summarize", once=(*_COLUMNS, "key", "value"))
+    for name, types, meaning in _TYPES:
+        found = df.schema[name].dataType
+        if not isinstance(found, types):
+            raise ConfigurationError(
+                f"summarize needs the column {name!r} as {meaning}, as read_kafka returns it; "
+                f"got {found.simpleString()}. Pass the DataFrame of read_kafka, or cast the "
+                "column back.")
     sized = {"key", "value"} <= set(df.columns)
     size = (F.coalesce(F.octet_length("key"), F.lit(0))
             + F.coalesce(F.octet_length("value"), F.lit(0))) if sized else F.lit(None)

@@ -1,0 +1,557 @@
+"""``ingest``: one bounded Kafka read into one sink, with its statistics. No Airflow import::
+
+    from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
+    from airflow_provider_kafka_spark.sinks import FileSink
+    from airflow_provider_kafka_spark.spark import ingest, spark_session
+
+    config = {"bootstrap.servers": "127.0.0.1:9092"}
+    ranges = resolve_offsets(config, Subscription.topics(["orders"]), "earliest", "latest")
+    result = ingest(spark_session(), ranges, config, FileSink("/data/orders/2024-05-01T00"))
+    print(result.records, result.partitions)
+
+The steps, in order (the ingest operator is this function plus Airflow's arguments, logging,
+metrics and lineage):
+
+1. Check the arguments. Empty ranges stop here: nothing is read or written, no Spark job runs,
+   and the result counts zero records (and the offsets lost at resolution).
+2. On the driver, before the read: decode (``decode``) and transform (``transform`` or
+   ``sql`` over the view ``kafka``) an empty DataFrame with the records' columns, and hand the
+   result's schema to ``sink.prepare``. A bad transform, query, format or sink fails here.
+3. Read the ranges (``read_kafka``, cached: the statistics and the write read Kafka once),
+   count them per partition (``summarize``), decode and apply ``on_corrupt`` before anything
+   is written, transform, ``sink.write``.
+4. ``sink.commit`` with the manifest: the ranges and the statistics. After any failure in
+   steps 2-4, ``sink.abort`` instead.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    CorruptRecordError,
+    error_line,
+    kafka_errors,
+)
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
+from airflow_provider_kafka_spark.options import (
+    DATA_LOSS_CHOICES,
+    ENGINES,
+    ON_CORRUPT,
+    REGISTRY_FORMATS,
+    SQL_VIEW,
+    Engine,
+    bad_argument,
+    check_bool,
+    check_choice,
+    check_mapping,
+    check_positive_int,
+    check_text,
+    shown,
+)
+from airflow_provider_kafka_spark.spark.formats import Subject, frozen_config, resolve_schema
+from airflow_provider_kafka_spark.spark.read.decode import (
+    DEAD_LETTER_COLUMNS,
+    Format,
+    OnCorrupt,
+    Schema,
+    decode_kafka,
+)
+from airflow_provider_kafka_spark.spark.read.reader import LostOffsets, read_kafka
+from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, summarize
+from airflow_provider_kafka_spark.spark.schema import kafka_schema, same_columns, spark_compares
+
+__all__ = ["SQL_VIEW", "DecodeCounts", "Decoding", "IngestResult", "PartitionStats",
+           "SinkProtocol", "ingest"]
+
+Transform = Callable[[DataFrame], DataFrame]
+
+
+@runtime_checkable
+class SinkProtocol(Protocol):
+    """What :func:`ingest` needs of a sink: the steps of
+    :class:`airflow_provider_kafka_spark.sinks.Sink` (``FileSink``, ``KafkaSink`` or your own
+    subclass), whose docstring states what each step must do."""
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON-ready description of the output before anything ran."""
+
+    def prepare(self, spark: SparkSession, shaped: DataFrame) -> None:
+        """Checks before the read; ``shaped`` has the output's schema and no rows."""
+
+    def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
+        """Write the records (and the dead letters); the output's description."""
+
+    def commit(self, manifest: Mapping[str, Any]) -> None:
+        """Make the write visible, with the run's manifest."""
+
+    def abort(self) -> None:
+        """Undo what ``prepare`` and ``write`` left behind; never raises."""
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How :func:`ingest` decodes ``key`` and ``value`` before the transform: the options of
+    :func:`~airflow_provider_kafka_spark.spark.decode_kafka` (see there).
+
+    For a Schema Registry format (``avro``, ``protobuf``, ``json_schema``) the reader schema
+    defaults to ``Subject('<topic>-key')`` / ``Subject('<topic>-value')`` when the ranges
+    have one topic, and a subject's ``latest`` version is pinned when the ingest starts, so
+    the check before the read and the read decode into the same schema.
+    """
+
+    key_format: Format = "bytes"
+    value_format: Format = "bytes"
+    key_schema: Schema | None = None
+    value_schema: Schema | None = None
+    schema_registry: Mapping[str, Any] | None = None
+    """confluent-kafka's ``SchemaRegistryClient`` config; required by the registry formats."""
+
+    @property
+    def decodes(self) -> bool:
+        """Whether anything is decoded (a format other than ``bytes``)."""
+        return self.key_format != "bytes" or self.value_format != "bytes"
+
+
+@dataclass(frozen=True)
+class DecodeCounts:
+    """The records ``decode`` decoded, and the undecodable ones ``on_corrupt`` skipped or
+    dead-lettered."""
+
+    decoded: int
+    skipped: int
+    dead_lettered: int
+
+    def to_dict(self) -> dict[str, int]:
+        """``{"decoded", "skipped", "dead_lettered"}``."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """What an ingest read of one range ``[start, stop)`` returned.
+
+    ``bytes``: the keys' and values' size; ``lost``: offsets skipped because Kafka had deleted
+    them (``on_data_loss="skip"``: at resolution, before and during the read); ``lag``: the
+    partition's end at resolution minus ``stop`` (None for ranges resolved before lag was
+    recorded). The offsets (inclusive) and timestamps (UTC) are None when nothing was read.
+    """
+
+    topic: str
+    partition: int
+    start: int
+    stop: int
+    records: int = 0
+    bytes: int | None = 0
+    lost: int = 0
+    lag: int | None = None
+    first_offset: int | None = None
+    last_offset: int | None = None
+    min_timestamp: datetime | None = None
+    max_timestamp: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: timestamps as ISO-8601 UTC strings."""
+        entry = asdict(self)
+        for name in ("min_timestamp", "max_timestamp"):
+            entry[name] = _iso(entry[name])
+        return entry
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """The statistics of one :func:`ingest`; :meth:`to_dict` is the ingest task's XCom and the
+    body of the manifest.
+
+    ``records``, ``bytes`` and ``lost`` are the sums over ``partitions`` (one per range, in
+    the ranges' order); ``lag`` the ranges' total lag; ``min_timestamp``/``max_timestamp``
+    the records' extremes; ``output`` the sink's description of what it wrote (``sink.write``;
+    ``sink.describe()`` when nothing was read); ``seconds`` the time from the start of the
+    ingest to the end of the write, and the throughputs over it; ``decode`` the counts of
+    decoding (None without ``decode``).
+    """
+
+    records: int
+    bytes: int
+    lost: int
+    lag: int
+    partitions: tuple[PartitionStats, ...]
+    min_timestamp: datetime | None
+    max_timestamp: datetime | None
+    output: Mapping[str, Any]
+    seconds: float
+    records_per_second: float
+    bytes_per_second: float
+    decode: DecodeCounts | None = None
+
+    @classmethod
+    def of(cls, ranges: OffsetRanges, output: Mapping[str, Any], *,
+           summaries: Sequence[PartitionSummary] = (),
+           lost: Mapping[tuple[str, int], int] | None = None, seconds: float = 0.0,
+           decode: DecodeCounts | None = None) -> IngestResult:
+        """The result of reading ``ranges`` into ``output``: the per-partition ``summaries``
+        (``summarize``; partitions without records may be absent) and ``lost`` counts
+        (default: the ranges' own, those lost at resolution) in ``seconds``."""
+        lost = ranges.lost if lost is None else lost
+        by_key = {(s.topic, s.partition): s for s in summaries}
+        partitions = []
+        for r in ranges:
+            stats = PartitionStats(r.topic, r.partition, r.start, r.stop,
+                                   lost=lost.get((r.topic, r.partition), 0),
+                                   lag=ranges.lag.get((r.topic, r.partition)))
+            read = by_key.get((r.topic, r.partition))
+            if read is not None:
+                stats = PartitionStats(
+                    r.topic, r.partition, r.start, r.stop, read.records, read.bytes,
+                    stats.lost, stats.lag, read.first_offset, read.last_offset,
+                    read.min_timestamp, read.max_timestamp)
+            partitions.append(stats)
+        records = sum(p.records for p in partitions)
+        size = sum(p.bytes or 0 for p in partitions)
+        timestamps = [t for p in partitions for t in (p.min_timestamp, p.max_timestamp) if t]
+        return cls(
+            records=records, bytes=size, lost=sum(lost.values()), lag=ranges.total_lag(),
+            partitions=tuple(partitions), min_timestamp=min(timestamps, default=None),
+            max_timestamp=max(timestamps, default=None), output=output,
+            seconds=round(seconds, 3),
+            records_per_second=round(records / seconds, 1) if seconds > 0 else 0.0,
+            bytes_per_second=round(size / seconds, 1) if seconds > 0 else 0.0,
+            decode=decode)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: ``{"records", "bytes", "lost", "lag", "partitions": [...],
+        "min_timestamp", "max_timestamp", "output": {...}, "seconds", "records_per_second",
+        "bytes_per_second"}`` and ``"decode": {...}`` when decoding; timestamps as ISO-8601
+        UTC strings."""
+        result: dict[str, Any] = {
+            "records": self.records,
+            "bytes": self.bytes,
+            "lost": self.lost,
+            "lag": self.lag,
+            "partitions": [p.to_dict() for p in self.partitions],
+            "min_timestamp": _iso(self.min_timestamp),
+            "max_timestamp": _iso(self.max_timestamp),
+            "output": copy.deepcopy(dict(self.output)),
+            "seconds": self.seconds,
+            "records_per_second": self.records_per_second,
+            "bytes_per_second": self.bytes_per_second,
+        }
+        if self.decode is not None:
+            result["decode"] = self.decode.to_dict()
+        return result
+
+
+def ingest(
+    spark: SparkSession,
+    ranges: OffsetRanges | str | Mapping[str, Any],
+    kafka_config: Mapping[str, Any],
+    sink: SinkProtocol,
+    *,
+    engine: Engine = "python",
+    max_records_per_split: int | None = None,
+    include_headers: bool = True,
+    on_data_loss: Literal["fail", "skip"] = "fail",
+    decode: Decoding | None = None,
+    transform: Transform | None = None,
+    sql: str | None = None,
+    on_corrupt: OnCorrupt = "fail",
+    manifest: Mapping[str, Any] | None = None,
+    owner: str = "ingest",
+) -> IngestResult:
+    """Read ``ranges`` with ``read_kafka``, decode, transform and write them to ``sink``; the
+    statistics. The steps are in the module docs; every argument is checked before anything is
+    read, and so are the transformation and the sink (``sink.prepare``).
+
+    Args:
+        spark: the session to read and write with.
+        ranges: an ``OffsetRanges``, its JSON string or its dict (a resolve task's XCom);
+            read with the isolation level they were resolved with.
+        kafka_config: the input cluster's librdkafka config.
+        sink: where the records go, e.g. ``FileSink(path)`` or ``KafkaSink(config, topic)``
+            (see :class:`SinkProtocol`); a new one per call.
+        engine, max_records_per_split, include_headers, on_data_loss: as for ``read_kafka``.
+        decode: how ``key``/``value`` are decoded (:class:`Decoding`); None: kept as bytes.
+        transform: ``callable(DataFrame) -> DataFrame`` applied to the records read. It is
+            also called once on an empty DataFrame before the read, to check it: keep it
+            free of side effects.
+        sql: instead of ``transform``, one Spark SQL query (``SELECT``, ``WITH ... SELECT``,
+            ``VALUES``, ``TABLE``) over the view ``kafka`` of the records read.
+        on_corrupt: with ``decode``, what an undecodable record does: ``fail`` (the ingest
+            fails with :class:`CorruptRecordError` before anything is written), ``skip``
+            (dropped and counted) or ``dead_letter`` (handed to ``sink.write`` as
+            ``dead_letters``: ``key``, ``value`` as read, ``topic``, ``partition``,
+            ``offset``, ``timestamp``, ``headers``, and the reason in ``error``).
+        manifest: JSON-ready fields the manifest holds besides its ``version``, ``written_at``,
+            the ``ranges`` and the statistics (the operator's ``dag_id``, ``task_id``,
+            ``run_id``).
+        owner: the name error messages start with (the operator's task id).
+
+    Raises:
+        ConfigurationError: a bad argument, a transform that fails or does not return a
+            DataFrame, a query Spark cannot run over the records, or a sink that refuses
+            the output (``sink.prepare``); nothing was read or written.
+        DecodeError: bad ``decode`` options. CorruptRecordError: ``on_corrupt="fail"`` and a
+            record could not be decoded; nothing was written.
+        KafkaReadError, DataLossError, SchemaRegistryError, KafkaWriteError, SinkError: the
+            read, decoding or write failed (``sink.abort`` ran).
+    """
+    offset_ranges = _check_arguments(
+        owner, spark, ranges, sink, engine=engine, max_records_per_split=max_records_per_split,
+        include_headers=include_headers, on_data_loss=on_data_loss, decode=decode,
+        transform=transform, sql=sql, on_corrupt=on_corrupt, manifest=manifest)
+    if offset_ranges.is_empty():
+        return IngestResult.of(offset_ranges, sink.describe())
+    transformation = _Transformation(spark, owner, transform, sql)
+    began = time.monotonic()
+    empty = spark.createDataFrame([], kafka_schema(include_headers))
+    decoding = _decoding(owner, decode, offset_ranges)
+    shaped = transformation.apply(_good(decoding(empty)) if decoding else empty, checking=True)
+    try:
+        sink.prepare(spark, shaped)
+        lost = LostOffsets()
+        records = read_kafka(
+            spark, offset_ranges, kafka_config, isolation_level=offset_ranges.isolation_level,
+            max_records_per_split=max_records_per_split, engine=engine,
+            include_headers=include_headers, on_data_loss=on_data_loss, lost=lost,
+        ).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            with kafka_errors():
+                summaries = summarize(records)
+            good, dead_letters, counts = records, None, None
+            if decoding:
+                good, dead_letters, counts = _split(decoding(records), on_corrupt, owner)
+            output = sink.write(transformation.apply(good, checking=False), dead_letters)
+            if counts is not None and "dead_letter" in output:
+                output = {**output, "dead_letter": {**output["dead_letter"],
+                                                    "records": counts.dead_lettered}}
+            result = IngestResult.of(offset_ranges, output, summaries=summaries,
+                                     lost=lost.by_partition(), decode=counts,
+                                     seconds=time.monotonic() - began)
+            sink.commit({"version": 1, **(manifest or {}),
+                         "written_at": datetime.now(UTC).isoformat(),
+                         "ranges": offset_ranges.to_dict(), **result.to_dict()})
+        finally:
+            records.unpersist()
+    except BaseException:
+        sink.abort()
+        raise
+    return result
+
+
+def _check_arguments(owner: str, spark: Any, ranges: Any, sink: Any, *, engine: Any,
+                     max_records_per_split: Any, include_headers: Any, on_data_loss: Any,
+                     decode: Any, transform: Any, sql: Any, on_corrupt: Any,
+                     manifest: Any) -> OffsetRanges:
+    """The parsed ranges, once every argument is checked (no Spark action, no cluster call)."""
+    if not isinstance(owner, str) or not owner.strip():
+        raise ConfigurationError(f"owner={shown(owner)} is not valid; pass the name error "
+                                 "messages start with, e.g. 'ingest'.")
+    if not (hasattr(spark, "read") and callable(getattr(spark, "createDataFrame", None))):
+        raise bad_argument(owner, "spark", spark, "pass a SparkSession (classic or Spark "
+                           "Connect), e.g. spark_session() or the active one",
+                           problem="is not a SparkSession")
+    offset_ranges = OffsetRanges.from_json(ranges)
+    if not isinstance(sink, SinkProtocol):
+        raise bad_argument(owner, "sink", sink, "pass a sink: FileSink(path), "
+                           "KafkaSink(config, topic) or another airflow_provider_kafka_spark."
+                           "sinks.Sink")
+    check_choice(owner, "engine", engine, ENGINES)
+    check_positive_int(owner, "max_records_per_split", max_records_per_split,
+                       meaning="the most offsets one Spark partition reads", example=100_000,
+                       allow_none=True)
+    check_bool(owner, "include_headers", include_headers)
+    check_choice(owner, "on_data_loss", on_data_loss, DATA_LOSS_CHOICES)
+    if decode is not None and not isinstance(decode, Decoding):
+        raise bad_argument(owner, "decode", decode, "pass a Decoding(key_format=..., "
+                           "value_format=..., ...) or None")
+    if transform is not None and sql is not None:
+        raise ConfigurationError(f"{owner}: pass transform= or sql=, not both; fold the SQL "
+                                 "into the transform (spark.sql over a view) or the other way "
+                                 "round.")
+    if transform is not None and not callable(transform):
+        raise bad_argument(owner, "transform", transform,
+                           "pass a function taking and returning a pyspark DataFrame")
+    check_text(owner, "sql", sql, allow_none=True,
+               meaning=f"a Spark SQL query over the view '{SQL_VIEW}'")
+    check_choice(owner, "on_corrupt", on_corrupt, ON_CORRUPT)
+    if on_corrupt != "fail" and (decode is None or not decode.decodes):
+        raise bad_argument(owner, "on_corrupt", on_corrupt,
+                           "it applies to decoded records; pass decode=Decoding(...), or "
+                           "remove it", problem="does not apply without decoding")
+    check_mapping(owner, "manifest", manifest, meaning="JSON-ready manifest fields")
+    return offset_ranges
+
+
+def _decoding(owner: str, decoding: Decoding | None,
+              ranges: OffsetRanges) -> Callable[[DataFrame], DataFrame] | None:
+    """``decode_kafka`` with ``decoding``'s options and ``on_corrupt="dead_letter"`` (ingest
+    applies its own policy to what it marks), a registry format's default subject filled in
+    and a subject's ``latest`` version pinned now; None when nothing is decoded."""
+    if decoding is None or not decoding.decodes:
+        return None
+    topics = sorted({r.topic for r in ranges})
+    schemas = {}
+    for field, fmt, schema in (("key", decoding.key_format, decoding.key_schema),
+                               ("value", decoding.value_format, decoding.value_schema)):
+        if schema is None and fmt in REGISTRY_FORMATS:
+            if len(topics) != 1:
+                raise bad_argument(owner, f"{field}_schema", None,
+                                   f"the ranges cover {len(topics)} topics {topics}; pass "
+                                   f"the reader schema, e.g. Subject('<subject>')",
+                                   problem="is missing")
+            schema = Subject(f"{topics[0]}-{field}")
+        if isinstance(schema, Subject) and schema.version == "latest" and \
+                fmt in REGISTRY_FORMATS:
+            resolved = resolve_schema(frozen_config(decoding.schema_registry, f"{field}_format"),
+                                      fmt, schema)
+            schema = Subject(schema.name, resolved.version or "latest")
+        schemas[field] = schema
+    options: dict[str, Any] = {
+        "key_format": decoding.key_format, "value_format": decoding.value_format,
+        "key_schema": schemas["key"], "value_schema": schemas["value"],
+        "schema_registry": decoding.schema_registry, "on_corrupt": "dead_letter"}
+    return lambda df: decode_kafka(df, **options)
+
+
+def _split(marked: DataFrame, on_corrupt: str,
+           owner: str) -> tuple[DataFrame, DataFrame | None, DecodeCounts]:
+    """(decoded records, dead letters or None, counts) of ``marked`` (``decode_kafka``'s
+    ``dead_letter`` output), after applying ``on_corrupt``.
+
+    Raises:
+        CorruptRecordError: ``on_corrupt="fail"`` and a record could not be decoded.
+    """
+    marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
+    bad = F.col("decode_error").isNotNull()
+    with kafka_errors():
+        counts = marked.agg(F.count_if(~bad).alias("good"), F.count_if(bad).alias("bad")).first()
+    assert counts is not None
+    good, corrupt = int(counts["good"]), int(counts["bad"])
+    if corrupt and on_corrupt == "fail":
+        first = marked.where(bad).orderBy("topic", "partition", "offset").first()
+        assert first is not None
+        raise CorruptRecordError(
+            f"{owner}: {corrupt} record(s) could not be decoded; the first is "
+            f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
+            f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
+            "schema, or pass on_corrupt='skip' or 'dead_letter'.",
+            topic=first["topic"], partition=first["partition"], offset=first["offset"])
+    dead_letters = None
+    if corrupt and on_corrupt == "dead_letter":
+        kept = [c for c in ("topic", "partition", "offset", "timestamp", "headers")
+                if c in marked.columns]
+        dead_letters = marked.where(bad).select(
+            F.col("raw_key").alias("key"), F.col("raw_value").alias("value"), *kept,
+            F.col("decode_error").alias("error"))
+    return _good(marked), dead_letters, DecodeCounts(
+        decoded=good, skipped=corrupt if on_corrupt == "skip" else 0,
+        dead_lettered=corrupt if dead_letters is not None else 0)
+
+
+@dataclass(frozen=True)
+class _Transformation:
+    """An ingest's ``transform`` or ``sql`` (or neither), applied to the records."""
+
+    spark: SparkSession
+    owner: str
+    transform: Transform | None
+    sql: str | None
+
+    def apply(self, records: DataFrame, *, checking: bool) -> DataFrame:
+        """``records`` through ``transform`` or ``sql``. With ``checking`` (``records`` is
+        empty, before the read), a failure is a ConfigurationError about the argument."""
+        if self.transform is not None:
+            result = self._transformed(records, checking=checking)
+        elif self.sql:
+            records.createOrReplaceTempView(SQL_VIEW)
+            if checking:
+                self.check_sql(records.columns)
+            result = self.spark.sql(self.sql)
+        else:
+            return records
+        if checking:
+            self.check_columns(result)
+        return result
+
+    def _transformed(self, records: DataFrame, *, checking: bool) -> DataFrame:
+        assert self.transform is not None
+        name = self._name()
+        try:
+            result = self.transform(records)
+        except Exception as exc:
+            if not checking:
+                raise
+            raise ConfigurationError(
+                f"{self.owner}: transform={name} failed on an empty DataFrame with the "
+                f"records' columns {records.columns} (called once before the read, to check "
+                f"it): {error_line(exc)}. Fix the transform: it takes the records read and "
+                "returns a pyspark DataFrame. Nothing was read or written."
+            ) from exc
+        if not isinstance(result, DataFrame):
+            raise bad_argument(
+                self.owner, "transform", name,
+                "it must return a pyspark.sql.DataFrame (e.g. return df.select(...))",
+                problem=f"returned {type(result).__name__}, not a DataFrame")
+        return result
+
+    def _name(self) -> str:
+        return getattr(self.transform, "__qualname__", None) or shown(self.transform)
+
+    def check_columns(self, shaped: DataFrame) -> None:
+        """Columns of the output that Spark cannot tell apart fail here, before the read (no
+        sink could write them)."""
+        same = same_columns(shaped)
+        if same:
+            argument, value = (("transform", self._name()) if self.transform is not None
+                               else ("sql", self.sql))
+            raise bad_argument(
+                self.owner, argument, value,
+                "give each column its own name (e.g. .alias() or AS in the select that makes "
+                "them), so that the sink can write them. Nothing was read or written",
+                problem=f"returns the columns {same}, which Spark cannot tell apart "
+                        f"({spark_compares(shaped)})")
+
+    def check_sql(self, columns: list[str]) -> None:
+        """Parse ``sql`` and analyse it as a subquery over the (empty) view: a syntax error,
+        an unknown column, a command or several statements fail here, before the read."""
+        from py4j.protocol import Py4JJavaError
+        from pyspark.errors import AnalysisException
+
+        assert isinstance(self.sql, str)
+        problem = "is not valid Spark SQL"
+        try:
+            jsession = getattr(self.spark, "_jsparkSession", None)
+            if jsession is not None:  # the parser alone: positions as the user wrote them
+                jsession.sessionState().sqlParser().parsePlan(self.sql)
+            problem = "is not one query Spark can run over the records"
+            query = self.sql.strip()
+            while query.endswith(";"):
+                query = query[:-1].rstrip()
+            self.spark.sql(f"SELECT * FROM (\n{query}\n) AS _kafka_spark_sql").schema  # noqa: B018
+        except (AnalysisException, Py4JJavaError) as exc:
+            raise bad_argument(
+                self.owner, "sql", self.sql,
+                f"pass one query (SELECT, WITH ... SELECT, VALUES or TABLE; not a command nor "
+                f"several statements) over the view '{SQL_VIEW}', whose columns are {columns}. "
+                f"Spark said: {error_line(exc)}. Nothing was read or written",
+                problem=problem) from exc
+
+
+def _good(marked: DataFrame) -> DataFrame:
+    """The decodable records of ``decode_kafka``'s ``dead_letter`` output, without its
+    dead-letter columns."""
+    return marked.where(F.col("decode_error").isNull()).drop(*DEAD_LETTER_COLUMNS)
+
+
+def _iso(ts: datetime | None) -> str | None:
+    return None if ts is None else ts.isoformat()

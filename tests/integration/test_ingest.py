@@ -1,0 +1,183 @@
+"""``ingest`` in a plain PySpark job, no Airflow: the README's example against the real broker
+and Spark (exact records and offsets written, the result's statistics, the manifest), decoding
+with dead letters, empty ranges, and bad arguments refused before anything is read."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_provider_kafka_spark.errors import ConfigurationError, KafkaSparkError
+from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink
+from airflow_provider_kafka_spark.spark import (
+    DecodeCounts,
+    Decoding,
+    IngestResult,
+    PartitionStats,
+    ingest,
+    spark_session,
+)
+from tests.support.kafka_data import produce
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+SQL = "SELECT CAST(key AS STRING) AS key, CAST(value AS STRING) AS value, `offset` FROM kafka"
+
+
+@pytest.fixture
+def orders(new_topic: Any, kafka_config: dict[str, Any]) -> tuple[str, int]:
+    """A topic of two partitions: 3 records in 0 and 2 in 1 (a retained, recent timestamp);
+    (topic, the first timestamp)."""
+    topic = new_topic(partitions=2)
+    ms = int(time.time() * 1000) - 60_000
+    produce(kafka_config, topic, [
+        (0, b"k0", b'{"id": 0}', ms), (1, b"k1", b'{"id": 1}', ms + 1),
+        (0, b"k2", b'{"id": 2}', ms + 2), (1, b"k3", b"not json", ms + 3),
+        (0, b"k4", b'{"id": 4}', ms + 4)])
+    return topic, ms
+
+
+def utc(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+def test_the_readme_example(spark: Any, kafka_config: dict[str, Any],
+                            orders: tuple[str, int], tmp_path: Path) -> None:
+    topic, ms = orders
+    out = str(tmp_path / "orders" / "2024-05-01")
+
+    config = kafka_config
+    ranges = resolve_offsets(config, Subscription.topics([topic]), "earliest", "latest")
+    result = ingest(
+        spark_session(), ranges, config, FileSink(out, format="json"),
+        sql=SQL,
+    )
+
+    written = spark.read.json(out).collect()
+    assert sorted((r["key"], r["value"], r["offset"]) for r in written) == [
+        ("k0", '{"id": 0}', 0), ("k1", '{"id": 1}', 0), ("k2", '{"id": 2}', 1),
+        ("k3", "not json", 1), ("k4", '{"id": 4}', 2)]
+    assert isinstance(result, IngestResult)
+    assert result.partitions == (
+        PartitionStats(topic, 0, 0, 3, records=3, bytes=3 * (2 + 9), lost=0, lag=0,
+                       first_offset=0, last_offset=2, min_timestamp=utc(ms),
+                       max_timestamp=utc(ms + 4)),
+        PartitionStats(topic, 1, 0, 2, records=2, bytes=2 + 9 + 2 + 8, lost=0, lag=0,
+                       first_offset=0, last_offset=1, min_timestamp=utc(ms + 1),
+                       max_timestamp=utc(ms + 3)))
+    assert (result.records, result.bytes, result.lost, result.lag) == (5, 54, 0, 0)
+    assert (result.min_timestamp, result.max_timestamp) == (utc(ms), utc(ms + 4))
+    assert result.output == {"path": out, "format": "json", "manifest": f"{out}/{MANIFEST_NAME}"}
+    assert result.decode is None
+    assert result.seconds > 0 and result.records_per_second > 0 and result.bytes_per_second > 0
+
+    manifest = json.loads((Path(out) / MANIFEST_NAME).read_text())
+    assert manifest.pop("version") == 1
+    assert OffsetRanges.from_json(manifest.pop("ranges")) == ranges
+    assert manifest.pop("written_at").endswith("+00:00")
+    assert manifest == result.to_dict()
+    assert manifest["partitions"][0] == {
+        "topic": topic, "partition": 0, "start": 0, "stop": 3, "records": 3, "bytes": 33,
+        "lost": 0, "lag": 0, "first_offset": 0, "last_offset": 2,
+        "min_timestamp": utc(ms).isoformat(), "max_timestamp": utc(ms + 4).isoformat()}
+    assert list(result.to_dict()) == ["records", "bytes", "lost", "lag", "partitions", "min_timestamp",
+                              "max_timestamp", "output", "seconds", "records_per_second",
+                              "bytes_per_second"]
+
+
+def test_decoding_with_dead_letters(spark: Any, kafka_config: dict[str, Any],
+                                    orders: tuple[str, int], tmp_path: Path) -> None:
+    topic, _ = orders
+    out = str(tmp_path / "decoded")
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+
+    result = ingest(spark, ranges, kafka_config, FileSink(out),
+                    decode=Decoding(key_format="string", value_format="json",
+                                    value_schema="id long"),
+                    on_corrupt="dead_letter", transform=lambda df: df.select("key", "value.id"),
+                    manifest={"job": "nightly"}, owner="orders-job")
+
+    assert sorted((r["key"], r["id"]) for r in spark.read.parquet(out).collect()) == [
+        ("k0", 0), ("k1", 1), ("k2", 2), ("k4", 4)]
+    dead = spark.read.parquet(f"{out}/_dead_letter/*.parquet").collect()
+    assert [(bytes(r["key"]), bytes(r["value"]), r["topic"], r["partition"], r["offset"],
+             r["error"]) for r in dead] == [
+        (b"k3", b"not json", topic, 1, 1, "value is not JSON matching the schema id long")]
+    assert result.records == 5
+    assert result.decode == DecodeCounts(decoded=4, skipped=0, dead_lettered=1)
+    assert result.output["dead_letter"] == {"path": f"{out}/_dead_letter", "format": "parquet",
+                                            "records": 1}
+    manifest = json.loads((Path(out) / MANIFEST_NAME).read_text())
+    assert manifest["job"] == "nightly"
+    assert manifest["decode"] == {"decoded": 4, "skipped": 0, "dead_lettered": 1}
+
+
+def test_empty_ranges_read_and_write_nothing(spark: Any, kafka_config: dict[str, Any],
+                                             new_topic: Any, tmp_path: Path) -> None:
+    topic = new_topic(partitions=1)
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    out = tmp_path / "empty"
+
+    result = ingest(spark, ranges, kafka_config, FileSink(str(out)))
+
+    assert result.to_dict() == {
+        "records": 0, "bytes": 0, "lost": 0, "lag": 0,
+        "partitions": [{"topic": topic, "partition": 0, "start": 0, "stop": 0, "records": 0,
+                        "bytes": 0, "lost": 0, "lag": 0, "first_offset": None,
+                        "last_offset": None, "min_timestamp": None, "max_timestamp": None}],
+        "min_timestamp": None, "max_timestamp": None,
+        "output": {"path": str(out), "format": "parquet",
+                   "manifest": f"{out}/{MANIFEST_NAME}"},
+        "seconds": 0.0, "records_per_second": 0.0, "bytes_per_second": 0.0}
+    assert not out.exists()
+
+
+BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [
+    ({"spark": None}, "job: spark=None is not a SparkSession"),
+    ({"sink": "/data/out"}, "job: sink='/data/out' is not valid; pass a sink: FileSink(path)"),
+    ({"decode": {"value_format": "json"}}, "pass a Decoding(key_format=..., "),
+    ({"on_corrupt": "skip"}, "job: on_corrupt='skip' does not apply without decoding"),
+    ({"on_corrupt": "skip", "decode": Decoding()}, "does not apply without decoding"),
+    ({"transform": lambda df: df, "sql": "SELECT 1"}, "job: pass transform= or sql=, not both"),
+    ({"transform": "SELECT 1"}, "job: transform='SELECT 1' is not valid"),
+    ({"sql": " "}, "job: sql=' ' is empty"),
+    ({"engine": "java"}, "job: engine='java' is not valid; pass one of 'python', 'spark-kafka'"),
+    ({"max_records_per_split": 0}, "job: max_records_per_split=0 is not valid"),
+    ({"on_data_loss": "ignore"}, "job: on_data_loss='ignore' is not valid"),
+    ({"manifest": ["version"]}, "job: manifest=['version'] is not valid"),
+    ({"owner": ""}, "owner='' is not valid"),
+    ({"transform": lambda df: df.select("offset", "offset")},
+     "job: transform='<lambda>' returns the columns ['offset', 'offset'], which Spark cannot "
+     "tell apart"),
+    ({"sql": "SELECT nothing FROM kafka"}, "job: sql='SELECT nothing FROM kafka' is not one query"),
+    ({"decode": Decoding(value_format="xml")}, "value_format='xml' is not valid"),
+]
+
+
+@pytest.mark.parametrize(("change", "fragment"), BAD_ARGUMENTS,
+                         ids=[f"bad{i}" for i in range(len(BAD_ARGUMENTS))])
+def test_bad_arguments_fail_before_the_read(
+        spark: Any, kafka_config: dict[str, Any], orders: tuple[str, int], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch, change: dict[str, Any], fragment: str) -> None:
+    topic, _ = orders
+    reads: list[Any] = []
+    pipeline = importlib.import_module("airflow_provider_kafka_spark.spark.ingest")
+    monkeypatch.setattr(pipeline, "read_kafka", lambda *a, **k: reads.append(a))
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    arguments: dict[str, Any] = {"spark": spark, "ranges": ranges, "kafka_config": kafka_config,
+                                 "sink": FileSink(str(tmp_path / "out")), "owner": "job",
+                                 **change}
+
+    with pytest.raises(KafkaSparkError) as caught:
+        ingest(**arguments)
+
+    assert isinstance(caught.value, ConfigurationError), repr(caught.value)
+    assert fragment in str(caught.value)
+    assert reads == [] and list(tmp_path.iterdir()) == []
