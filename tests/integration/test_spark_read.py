@@ -33,7 +33,7 @@ from airflow_provider_kafka_spark.spark import (
     spark_kafka_package,
     summarize,
 )
-from airflow_provider_kafka_spark.spark import read as read_module
+from airflow_provider_kafka_spark.spark.read import reader as read_module
 from airflow_provider_kafka_spark.spark.read.reader import LostOffsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
