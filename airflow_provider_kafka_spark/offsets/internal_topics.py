@@ -1,6 +1,6 @@
 """The state this package keeps in Kafka itself: compacted topics, one place to create and read them.
 
-Users: the exactly-once write's ledger (``spark/ledger.py``, topic ``_kafka_spark_ledger``) and
+Users: the exactly-once write's ledger (``spark/write/ledger.py``, topic ``_kafka_spark_ledger``) and
 stores of per-key values such as pinned run ranges. Each keeps records under string keys in a
 compacted topic, so the newest record of every key is kept forever::
 
