@@ -157,3 +157,44 @@ def check_mapping(owner: str, name: str, value: Any, *, meaning: str,
         raise bad_argument(owner, name, value, f"pass a dict of {meaning} with string keys"
                                                + (", or None" if allow_none else ""))
     return dict(value)
+
+
+WRITER_OPTION_TYPES = (str, int, float, bool)
+"""The types a Spark writer option's value may have."""
+
+
+def check_data_source_name(owner: str, name: str, value: Any) -> str:
+    """``value`` stripped, if it looks like a Spark data source name (:data:`DATA_SOURCE_NAME`;
+    whether the session has it is checked by the session)."""
+    if not isinstance(value, str) or not DATA_SOURCE_NAME.fullmatch(value.strip()):
+        raise bad_argument(owner, name, value,
+                           "pass a Spark data source name such as 'parquet', 'json', 'csv', "
+                           "'orc', or 'avro' (with its package)")
+    return value.strip()
+
+
+def check_writer_options(owner: str, name: str, value: Any) -> dict[str, Any]:
+    """``value`` as a dict of Spark writer options (non-empty string keys; str, int, float or
+    bool values); ``None`` is ``{}``."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and k and isinstance(v, WRITER_OPTION_TYPES)
+            for k, v in value.items()):
+        raise bad_argument(owner, name, value,
+                           "pass a dict of Spark writer options with string keys, or None; pass "
+                           "option values as str, int, float or bool, e.g. {'compression': 'zstd'}")
+    return dict(value)
+
+
+def check_column_names(owner: str, name: str, value: Any) -> tuple[str, ...]:
+    """``value`` (a list or tuple of non-empty column names, stripped) as a tuple; ``None`` is
+    ``()``. A bare string is refused: it would be read as one name per character."""
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not all(
+            isinstance(c, str) and c.strip() for c in value):
+        raise bad_argument(owner, name, value,
+                           f"pass a list of column names, e.g. {name}=['event_date'] (a list even "
+                           "for one column)")
+    return tuple(c.strip() for c in value)

@@ -25,7 +25,6 @@ from airflow_provider_kafka_spark.operators.lineage import (
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.options import (
     DATA_LOSS_CHOICES,
-    DATA_SOURCE_NAME,
     DECODE_FORMATS,
     DELIVERY_GUARANTEES,
     ENGINES,
@@ -35,10 +34,13 @@ from airflow_provider_kafka_spark.options import (
     bad_argument,
     check_bool,
     check_choice,
+    check_column_names,
+    check_data_source_name,
     check_mapping,
     check_positive_int,
     check_text,
     check_topic_name,
+    check_writer_options,
 )
 from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink
 
@@ -268,7 +270,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         elif checkable(self.output_topic, rendered=rendered):
             check_topic_name(task, "output_topic", self.output_topic)
         if checkable(self.output_format, rendered=rendered):
-            self._check_format()
+            check_data_source_name(task, "output_format", self.output_format)
         if checkable(self.write_id, rendered=rendered):
             check_text(task, "write_id", self.write_id, allow_none=True,
                        meaning="an id that stays the same when the same write is retried")
@@ -278,13 +280,8 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         if self.transform is not None and not callable(self.transform):
             raise bad_argument(task, "transform", self.transform,
                                "pass a function taking and returning a pyspark DataFrame")
-        options = check_mapping(task, "output_options", self.output_options,
-                                meaning="Spark writer options")
-        if not all(isinstance(v, str | int | float | bool) for v in options.values()):
-            raise bad_argument(task, "output_options", self.output_options,
-                               "pass option values as str, int, float or bool, e.g. "
-                               "{'compression': 'zstd'}")
-        self._check_partition_by()
+        check_writer_options(task, "output_options", self.output_options)
+        check_column_names(task, "partition_by", self.partition_by)
         check_text(task, "output_kafka_conn_id", self.output_kafka_conn_id, allow_none=True,
                    meaning="an Airflow connection id")
         check_choice(task, "delivery_guarantee", self.delivery_guarantee, DELIVERY_GUARANTEES,
@@ -336,23 +333,6 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             raise bad_argument(task, "dead_letter_topic", None,
                                "on_corrupt='dead_letter' with output_topic= needs the topic to "
                                "write undecodable records to", problem="is missing")
-
-    def _check_format(self) -> None:
-        value = self.output_format
-        if not isinstance(value, str) or not DATA_SOURCE_NAME.fullmatch(value.strip()):
-            raise bad_argument(self.task_id, "output_format", value,
-                               "pass a Spark data source name such as 'parquet', 'json', 'csv', "
-                               "'orc', or 'avro' (with its package)")
-
-    def _check_partition_by(self) -> None:
-        value = self.partition_by
-        if value is None:
-            return
-        if isinstance(value, str) or not isinstance(value, list | tuple) or not all(
-                isinstance(c, str) and c.strip() for c in value):
-            raise bad_argument(self.task_id, "partition_by", value,
-                               "pass a list of column names, e.g. partition_by=['event_date'] (a "
-                               "list even for one column)")
 
     def _check_sink_only_arguments(self, files: bool) -> None:
         """An argument of the other sink is a mistake, not something to ignore."""

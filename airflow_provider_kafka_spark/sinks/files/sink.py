@@ -17,7 +17,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, kafka_errors
-from airflow_provider_kafka_spark.options import DATA_SOURCE_NAME
+from airflow_provider_kafka_spark.options import (
+    check_column_names,
+    check_data_source_name,
+    check_writer_options,
+)
 from airflow_provider_kafka_spark.sinks.base import Sink, cut, error_line
 from airflow_provider_kafka_spark.sinks.files import swap
 from airflow_provider_kafka_spark.sinks.files.filesystems import (
@@ -38,35 +42,20 @@ DEAD_LETTER_FOLDER = "_dead_letter"
 """The folder of undecodable records inside an output folder (Parquet; skipped by readers of
 the output, like every name starting with ``_``)."""
 
-_OPTION_TYPES = (str, int, float, bool)
-
-
 def check_file_sink_arguments(path: Any, format: Any, options: Any, partition_by: Any,
                               owner: str = "FileSink") -> None:
     """Raise :class:`ConfigurationError` for arguments no file sink can take (no Spark
-    needed; the session checks the rest in :meth:`FileSink.prepare`)."""
+    needed; the session checks the rest in :meth:`FileSink.prepare`). ``format``, ``options``
+    and ``partition_by`` are checked as the ingest operator checks its ``output_*``
+    arguments (:mod:`airflow_provider_kafka_spark.options`)."""
     if not isinstance(path, str) or not path.strip():
         raise ConfigurationError(
             f"{owner}: path={path!r} is not valid; pass the folder of the output, e.g. "
             "'s3a://lake/events/2024-05-01T00' or '/data/events/2024-05-01T00'."
         )
-    if not isinstance(format, str) or not DATA_SOURCE_NAME.fullmatch(format.strip()):
-        raise ConfigurationError(
-            f"{owner}: format={format!r} is not valid; pass a Spark data source name such "
-            "as 'parquet', 'json', 'csv', 'orc', or 'avro' (with its package)."
-        )
-    if not isinstance(options, Mapping) or not all(
-            isinstance(k, str) and k and isinstance(v, _OPTION_TYPES) for k, v in options.items()):
-        raise ConfigurationError(
-            f"{owner}: options={options!r} is not valid; pass a dict of Spark writer options "
-            "with string keys and str, int, float or bool values, e.g. {'compression': 'zstd'}."
-        )
-    if isinstance(partition_by, str) or not isinstance(partition_by, Sequence) or not all(
-            isinstance(c, str) and c.strip() for c in partition_by):
-        raise ConfigurationError(
-            f"{owner}: partition_by={partition_by!r} is not valid; pass a list of column "
-            "names, e.g. ['event_date'] (a list even for one column)."
-        )
+    check_data_source_name(owner, "format", format)
+    check_writer_options(owner, "options", options)
+    check_column_names(owner, "partition_by", partition_by)
 
 
 class FileSink(Sink):
@@ -84,11 +73,10 @@ class FileSink(Sink):
     def __init__(self, path: str, *, format: str = "parquet",
                  options: Mapping[str, Any] | None = None,
                  partition_by: Sequence[str] = ()) -> None:
-        options = {} if options is None else options
         check_file_sink_arguments(path, format, options, partition_by)
         self.path = path.strip()
         self.format = format.strip()
-        self.options = dict(options)
+        self.options = dict(options or {})
         self.partition_by = [c.strip() for c in partition_by]
         self._run: Callable[..., Any] | None = None  # runs a step where the files are
         self._layout: Layout | None = None
