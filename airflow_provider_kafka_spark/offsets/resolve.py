@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from confluent_kafka.admin import AdminClient
 
+import airflow_provider_kafka_spark.offsets.specs as offset_specs
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     DataLossError,
@@ -34,16 +35,7 @@ from airflow_provider_kafka_spark.offsets.cluster import (
 from airflow_provider_kafka_spark.offsets.commit import committed_offsets
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level, check_timeout
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
-from airflow_provider_kafka_spark.offsets.specs import (
-    Committed,
-    Earliest,
-    Latest,
-    OffsetSpec,
-    SpecificOffsets,
-    Timestamp,
-    parse_offset_spec,
-    shown,
-)
+from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.offsets.subscription import Subscription, check_subscription
 
 log = logging.getLogger(__name__)
@@ -105,8 +97,8 @@ def resolve_offsets(
         DataLossError: data the range needs was deleted, with ``on_data_loss="fail"``.
     """
     seconds = check_timeout(timeout)
-    start_spec = parse_offset_spec(starting)
-    stop_spec = parse_offset_spec(stopping)
+    start_spec = offset_specs.parse_offset_spec(starting)
+    stop_spec = offset_specs.parse_offset_spec(stopping)
     level = check_isolation_level(isolation_level)
     if on_data_loss not in ("fail", "skip"):
         raise ConfigurationError(f"on_data_loss={shown(on_data_loss)} is not valid; use 'fail' "
@@ -123,7 +115,7 @@ def resolve_offsets(
         raise OffsetSpecError(
             "a 'committed' offset spec needs group_id: pass the consumer group whose offsets to use."
         )
-    if (isinstance(start_spec, Timestamp) and isinstance(stop_spec, Timestamp)
+    if (isinstance(start_spec, offset_specs.Timestamp) and isinstance(stop_spec, offset_specs.Timestamp)
             and start_spec.millis > stop_spec.millis):
         raise OffsetSpecError(
             f"the starting time {start_spec} is after the stopping time {stop_spec}; swap them, "
@@ -140,7 +132,7 @@ def resolve_offsets(
     starts = _offsets_for(start_spec, "starting", partitions, lookup, committed)
     stops = _offsets_for(stop_spec, "stopping", partitions, lookup, committed)
     truncated: dict[Key, int] = {}
-    if isinstance(stop_spec, Timestamp):
+    if isinstance(stop_spec, offset_specs.Timestamp):
         held = {k: s.open_transaction for k, s in _timestamp_stops(lookup, stop_spec.millis).items()
                 if s.open_transaction is not None}
         if held and on_open_transaction == "fail":
@@ -166,7 +158,7 @@ def resolve_offsets(
     lost: dict[Key, int] = {}
     backwards: list[str] = []
     retained_after = (_deleted_may_be_in_interval(lookup, start_spec.millis)
-                      if isinstance(start_spec, Timestamp) else set())
+                      if isinstance(start_spec, offset_specs.Timestamp) else set())
     for key in partitions:
         start, stop = starts[key], stops[key]
         gone = min(earliest[key], stop) - start
@@ -243,7 +235,7 @@ def timestamp_stops(
     """
     seconds = check_timeout(timeout)
     level = check_isolation_level(isolation_level)
-    stop = Timestamp(millis).millis
+    stop = offset_specs.Timestamp(millis).millis
     if isinstance(partitions, Sized) and len(partitions) == 0:
         return {}
     keys = Subscription.partitions(partitions, allow_internal=True).partition_list
@@ -264,27 +256,27 @@ def _deleted_may_be_in_interval(lookup: OffsetLookup, millis: int) -> set[Key]:
             and (found[k] == earliest[k] or (found[k] < 0 and high[k] == earliest[k]))}
 
 
-def _needs_group(spec: OffsetSpec) -> bool:
-    if isinstance(spec, SpecificOffsets):
-        return isinstance(spec.default, Committed)
-    return isinstance(spec, Committed)
+def _needs_group(spec: offset_specs.OffsetSpec) -> bool:
+    if isinstance(spec, offset_specs.SpecificOffsets):
+        return isinstance(spec.default, offset_specs.Committed)
+    return isinstance(spec, offset_specs.Committed)
 
 
 def _offsets_for(
-    spec: OffsetSpec,
+    spec: offset_specs.OffsetSpec,
     role: str,
     partitions: list[Key],
     lookup: OffsetLookup,
     committed: Mapping[Key, int],
 ) -> dict[Key, int]:
     """Offsets of ``spec`` for every partition (``role`` names it in errors)."""
-    if isinstance(spec, Earliest):
+    if isinstance(spec, offset_specs.Earliest):
         return lookup.offsets("earliest")
-    if isinstance(spec, Latest):
+    if isinstance(spec, offset_specs.Latest):
         return lookup.offsets("latest")
-    if isinstance(spec, Timestamp):
+    if isinstance(spec, offset_specs.Timestamp):
         return _timestamp_offsets(lookup, spec.millis)
-    if isinstance(spec, Committed):
+    if isinstance(spec, offset_specs.Committed):
         missing = [k for k in partitions if k not in committed]
         if missing and spec.reset is None:
             names = ", ".join(f"{t}/{p}" for t, p in missing[:50])

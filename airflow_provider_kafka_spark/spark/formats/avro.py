@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from functools import partial
 from typing import Any
 
 from pyspark.sql import types as T
@@ -169,11 +170,6 @@ def avro_type(dtype: T.DataType, name: str, names: set[str]) -> Any:
                       "Avro counterpart here; cast it (e.g. to string) or pass the schema.")
 
 
-def to_spark(value: Any, dtype: T.DataType) -> Any:
-    """A value fastavro decoded, as a Python value Arrow takes for ``dtype``."""
-    return convert(value, dtype, _to_spark_leaf)
-
-
 def _to_spark_leaf(value: Any, dtype: T.DataType) -> Any:
     if isinstance(value, dt.time):
         micros = ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 \
@@ -184,12 +180,15 @@ def _to_spark_leaf(value: Any, dtype: T.DataType) -> Any:
     return value
 
 
-def from_spark(value: Any, dtype: T.DataType) -> Any:
-    """A Spark row value (from Arrow's ``to_pylist``) as fastavro encodes it for ``dtype``."""
-    return convert(value, dtype, _from_spark_leaf)
+to_spark = partial(convert, leaf=_to_spark_leaf)
+"""A value fastavro decoded, as a Python value Arrow takes for ``dtype``."""
 
 
 def _from_spark_leaf(value: Any, dtype: T.DataType) -> Any:
     if isinstance(dtype, T.TimestampType) and value.tzinfo is None:
         return value.replace(tzinfo=dt.UTC)
     return value
+
+
+from_spark = partial(convert, leaf=_from_spark_leaf)
+"""A Spark row value (from Arrow's ``to_pylist``) as fastavro encodes it for ``dtype``."""

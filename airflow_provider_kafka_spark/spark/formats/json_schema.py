@@ -34,6 +34,7 @@ import base64
 import datetime as dt
 import decimal
 import json
+from functools import partial
 from typing import Any
 
 from pyspark.sql import types as T
@@ -175,11 +176,6 @@ def json_type(dtype: T.DataType, name: str) -> dict[str, Any]:
                       "JSON Schema counterpart here; cast it (e.g. to string).")
 
 
-def to_spark(value: Any, dtype: T.DataType) -> Any:
-    """A decoded JSON value as a Python value Arrow takes for ``dtype``."""
-    return convert(value, dtype, _to_spark_leaf)
-
-
 def _to_spark_leaf(value: Any, dtype: T.DataType) -> Any:
     if isinstance(dtype, T.TimestampType):
         parsed = dt.datetime.fromisoformat(value)
@@ -195,9 +191,8 @@ def _to_spark_leaf(value: Any, dtype: T.DataType) -> Any:
     return value
 
 
-def from_spark(value: Any, dtype: T.DataType) -> Any:
-    """A Spark row value (from Arrow's ``to_pylist``) as JSON for ``dtype``."""
-    return convert(value, dtype, _from_spark_leaf)
+to_spark = partial(convert, leaf=_to_spark_leaf)
+"""A decoded JSON value as a Python value Arrow takes for ``dtype``."""
 
 
 def _from_spark_leaf(value: Any, dtype: T.DataType) -> Any:
@@ -211,3 +206,7 @@ def _from_spark_leaf(value: Any, dtype: T.DataType) -> Any:
     if isinstance(dtype, T.BinaryType):
         return base64.b64encode(value).decode("ascii")
     return value
+
+
+from_spark = partial(convert, leaf=_from_spark_leaf)
+"""A Spark row value (from Arrow's ``to_pylist``) as JSON for ``dtype``."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from confluent_kafka.admin import AdminClient
@@ -118,36 +118,28 @@ def prepare_exactly_once(
     seconds = check_metadata_timeout(metadata_timeout_s)
     cluster = read_cluster(admin, kafka_config, seconds)
     check_transaction_timeout(admin, cluster, transaction_timeout_ms, seconds)
-    return plan_exactly_once(
-        admin, kafka_config, topic=topic, transactional_id_prefix=transactional_id_prefix,
-        write_id=write_id, num_partitions=num_partitions, ledger_topic=ledger_topic,
-        transaction_timeout_ms=transaction_timeout_ms,
-        init_transactions_timeout_s=init_transactions_timeout_s,
+    return plan_exactly_once(admin, TaskPlan(
+        kafka_config=dict(kafka_config), guarantee="exactly_once", topic=topic,
+        write_id=write_id, transactional_id_prefix=transactional_id_prefix,
+        num_partitions=num_partitions, ledger_topic=ledger_topic,
+        transaction_timeout_ms=transaction_timeout_ms, init_timeout_s=init_transactions_timeout_s,
         max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
-        inputs=inputs)
+    ), inputs)
 
 
-def plan_exactly_once(
-    admin: AdminClient,
-    kafka_config: Mapping[str, Any],
-    *,
-    topic: str | None,
-    transactional_id_prefix: str,
-    write_id: str,
-    num_partitions: int,
-    ledger_topic: str,
-    transaction_timeout_ms: int,
-    init_transactions_timeout_s: float,
-    max_transaction_retries: int,
-    retry_buffer_bytes: int,
-    inputs: Sequence[TaskInput] | None,
-) -> TaskPlan:
+def plan_exactly_once(admin: AdminClient, write: TaskPlan,
+                      inputs: Sequence[TaskInput] | None) -> TaskPlan:
     """Create/read the ledger, compare its entries with ``inputs``, and return the tasks'
-    plan (the arguments and the cluster are checked already).
+    plan: ``write`` (an ``exactly_once`` plan holding the write's arguments; they and the
+    cluster are checked already) completed with the ledger's view.
 
     Raises:
         LedgerError: see :func:`~airflow_provider_kafka_spark.spark.write.writer.write_kafka`.
     """
+    assert write.write_id and write.transactional_id_prefix and write.ledger_topic
+    kafka_config, topic, ledger_topic = write.kafka_config, write.topic, write.ledger_topic
+    write_id, transactional_id_prefix = write.write_id, write.transactional_id_prefix
+    num_partitions = write.num_partitions
     partitions = ensure_ledger_topic(admin, ledger_topic)
     partition = ledger_partition(write_id, partitions)
     # The driver's view is an optimisation (skip tasks known to be done); every task re-checks
@@ -157,7 +149,7 @@ def plan_exactly_once(
                        transactional_id_prefix=transactional_id_prefix, write_id=write_id,
                        output_topic=topic,
                        start_offset=ledger_start_offset(admin, ledger_topic, partition),
-                       until_offset=stable, timeout=transaction_timeout_ms / 1000 + 30)
+                       until_offset=stable, timeout=write.transaction_timeout_ms / 1000 + 30)
     other = {e.num_partitions for e in view.entries.values()} - {num_partitions}
     if other:
         raise LedgerError(
@@ -169,22 +161,12 @@ def plan_exactly_once(
     if inputs is not None:
         check_inputs(view.entries, inputs, transactional_id_prefix=transactional_id_prefix,
                      write_id=write_id)
-    plan = TaskPlan(
-        kafka_config=dict(kafka_config),
-        guarantee="exactly_once",
-        topic=topic,
-        write_id=write_id,
-        transactional_id_prefix=transactional_id_prefix,
-        num_partitions=num_partitions,
-        ledger_topic=ledger_topic,
+    plan = replace(
+        write,
         ledger_partition=partition,
         ledger_offset=view.end_offset,
         committed=frozenset(view.entries),
         committed_topics=tuple(sorted({t for e in view.entries.values() for t in e.topics})),
-        transaction_timeout_ms=transaction_timeout_ms,
-        init_timeout_s=init_transactions_timeout_s,
-        max_transaction_retries=max_transaction_retries,
-        retry_buffer_bytes=retry_buffer_bytes,
         expected_rows=None if inputs is None else tuple(t.records for t in inputs),
         digests=None if inputs is None else tuple(t.digest for t in inputs),
     )

@@ -160,19 +160,26 @@ _RECORD_CODES = frozenset({KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTIT
                            KafkaError._MSG_TIMED_OUT, KafkaError._INVALID_ARG})
 
 
+_REMEDIES: tuple[tuple[frozenset[int], str], ...] = (
+    (frozenset({KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART}),
+     "The topic does not exist (was it deleted after write_kafka checked it?): create it, then "
+     "re-run the write."),
+    (frozenset({KafkaError._UNKNOWN_PARTITION}),
+     "The partition does not exist (the topic has fewer partitions): fix the 'partition' "
+     "column (null lets the partitioner choose), then re-run the write."),
+    (frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE}),
+     "The record is larger than the producer's message.max.bytes or the topic's "
+     "max.message.bytes: raise those limits or make the record smaller."),
+    (frozenset({KafkaError._MSG_TIMED_OUT}),
+     "It was not acknowledged within message.timeout.ms: check that the brokers are up and "
+     "reachable from the Spark executors, then re-run the write."),
+)
+
+
 def remedy(err: KafkaError) -> str:
     """What to do about a record that could not be produced or delivered with ``err``."""
     code = err.code()
-    if code in (KafkaError._UNKNOWN_TOPIC, KafkaError.UNKNOWN_TOPIC_OR_PART):
-        return ("The topic does not exist (was it deleted after write_kafka checked it?): "
-                "create it, then re-run the write.")
-    if code == KafkaError._UNKNOWN_PARTITION:
-        return ("The partition does not exist (the topic has fewer partitions): fix the "
-                "'partition' column (null lets the partitioner choose), then re-run the write.")
-    if code in (KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE):
-        return ("The record is larger than the producer's message.max.bytes or the topic's "
-                "max.message.bytes: raise those limits or make the record smaller.")
-    if code == KafkaError._MSG_TIMED_OUT:
-        return ("It was not acknowledged within message.timeout.ms: check that the brokers are "
-                "up and reachable from the Spark executors, then re-run the write.")
+    for codes, text in _REMEDIES:
+        if code in codes:
+            return text
     return "Fix the cause, then re-run the write."

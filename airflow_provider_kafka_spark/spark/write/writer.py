@@ -222,14 +222,12 @@ def write_kafka(
 
     assert scan is not None
     num_partitions = scan.num_partitions
-    plan = plan_exactly_once(
-        admin, kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=wid,
-        num_partitions=num_partitions, ledger_topic=ledger_topic,
-        transaction_timeout_ms=transaction_timeout_ms,
-        init_transactions_timeout_s=init_transactions_timeout_s,
+    plan = plan_exactly_once(admin, TaskPlan(
+        kafka_config=dict(kafka_config), guarantee="exactly_once", topic=topic, write_id=wid,
+        transactional_id_prefix=prefix, num_partitions=num_partitions, ledger_topic=ledger_topic,
+        transaction_timeout_ms=transaction_timeout_ms, init_timeout_s=init_transactions_timeout_s,
         max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
-        inputs=scan.inputs(),
-    )
+    ), scan.inputs())
     outcomes = []
     if len(plan.committed) < num_partitions:
         outcomes = _run_tasks(df, plan)
