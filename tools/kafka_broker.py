@@ -284,11 +284,7 @@ def start(run_dir: Path, port: int, modes: tuple[str, ...] = ("plaintext",)) -> 
         raise BrokerError(f"a broker process runs from {run_dir} with other listeners or does "
                           "not answer; stop it.")
     ensure_jars()
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            raise BrokerError(f"port {port} is in use; pass another --port.") from None
+    check_port_free(port)
     ports = {mode: port if i == 0 else free_port() for i, mode in enumerate(modes)}
     plaintext_port = ports.get("plaintext") or free_port()  # also the inter-broker listener
     listeners = {"plaintext": plaintext_port, **ports}
@@ -330,6 +326,15 @@ def write_node_files(node_dir: Path, properties: str) -> None:
     node_dir.mkdir(parents=True, exist_ok=True)
     (node_dir / "server.properties").write_text(properties)
     (node_dir / "log4j2.properties").write_text(LOG4J2.format(log_file=node_dir / "server.log"))
+
+
+def check_port_free(port: int) -> None:
+    """Raise BrokerError if ``port`` of 127.0.0.1 is taken."""
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise BrokerError(f"port {port} is in use; pass another --port.") from None
 
 
 def new_cluster_id() -> str:
@@ -401,11 +406,7 @@ def start_cluster(run_dir: Path, port: int, brokers: int) -> str:
         raise BrokerError(f"cluster nodes run from {run_dir} but not {brokers} answering "
                           "brokers; stop them.")
     ensure_jars()
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            raise BrokerError(f"port {port} is in use; pass another --port.") from None
+    check_port_free(port)
     for node in node_dirs(run_dir):
         shutil.rmtree(node)
     controller_port = free_port()

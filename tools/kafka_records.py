@@ -1,5 +1,5 @@
-"""Helpers that arrange exact data in a real broker and read it back (the tests, through
-``tests/support/kafka_data.py``, and ``tools/fault_soak.py``)."""
+"""Helpers that arrange exact data in a real broker and read it back (the tests and
+``tools/fault_soak.py``)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ The harness waits for the child's ``READY`` line, waits for the chosen moment, k
 whole process group with SIGKILL, counts the tasks the ledger shows committed (the kill's
 phase), runs the same write again in this process, and compares a read_committed read of the
 output with the expected multiset, key by key. Used by
-``tests/integration/test_write_kafka_killpoints.py`` (through ``tests/support/killpoints.py``)
+``tests/integration/test_write_kafka_killpoints.py``
 and ``tools/killpoints.py``.
 """
 

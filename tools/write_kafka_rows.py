@@ -1,5 +1,5 @@
 """Deterministic input rows of exactly-once writes and a read_committed reader of the output:
-the write_kafka tests (through ``tests/support/write_kafka.py``), the kill points, the fault
+the write_kafka tests, the kill points, the fault
 soak and the write benchmark."""
 
 from __future__ import annotations

@@ -43,9 +43,9 @@ from airflow_provider_kafka_spark.spark import (
     write_kafka,
 )
 from tests.support.cluster import CONNECT_MODE_ENV, restored_env
-from tests.support.kafka_data import transactional_producer, wait_for_markers
-from tests.support.write_kafka import read_committed
+from tools.kafka_records import transactional_producer, wait_for_markers
 from tools.spark_cluster import Cluster
+from tools.write_kafka_rows import read_committed
 
 pytestmark = [pytest.mark.cluster, pytest.mark.integration]
 

@@ -32,7 +32,7 @@ from tests.support.cluster import (
     transactional_input,
     wait_for,
 )
-from tests.support.kafka_data import consume_all, high_watermarks
+from tools.kafka_records import consume_all, high_watermarks
 from tools.spark_cluster import Cluster
 
 PARTITIONS = 2

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.support.dag_data import MS0, T0, T1, T2, arrange, ranges_of, rows
-from tests.support.kafka_data import produce
+from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -15,7 +15,7 @@ from confluent_kafka.admin import NewPartitions
 
 from tests.support import airflow_env
 from tests.support.dag_data import ranges_of, rows
-from tests.support.kafka_data import MINUTE_MS, produce
+from tools.kafka_records import MINUTE_MS, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

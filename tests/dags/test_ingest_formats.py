@@ -20,7 +20,7 @@ from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscriptio
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from airflow_provider_kafka_spark.operators.ingest import MANIFEST_NAME
 from airflow_provider_kafka_spark.spark import KafkaReadError
-from tests.support.kafka_data import produce, read_committed
+from tools.kafka_records import produce, read_committed
 
 pytestmark = [pytest.mark.formats, pytest.mark.integration, pytest.mark.spark]
 

@@ -21,7 +21,7 @@ from airflow_provider_kafka_spark.errors import (
 from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from tests.support.dag_data import T0
-from tests.support.kafka_data import produce
+from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -14,7 +14,7 @@ from confluent_kafka import TopicPartition
 from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from airflow_provider_kafka_spark.operators.ingest import MANIFEST_NAME
-from tests.support.kafka_data import produce
+from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

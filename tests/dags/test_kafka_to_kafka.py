@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.support.dag_data import ranges_of
-from tests.support.kafka_data import consume_all, produce
+from tools.kafka_records import consume_all, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

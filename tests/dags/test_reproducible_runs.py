@@ -15,7 +15,7 @@ import pendulum
 import pytest
 
 from tests.support.dag_data import ranges_of, rows
-from tests.support.kafka_data import consume_all, produce
+from tools.kafka_records import consume_all, produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

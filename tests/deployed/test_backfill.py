@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.deployed import AirflowApi
-from tests.support.kafka_data import (
+from tools.kafka_records import (
     MINUTE_MS,
     Record,
     consume_all,

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.deployed import AirflowApi
-from tests.support.kafka_data import produce
 from tools.airflow_stack import PARALLELISM
+from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 

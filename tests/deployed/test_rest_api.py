@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.deployed import AirflowApi
-from tests.support.kafka_data import MINUTE_MS, produce
+from tools.kafka_records import MINUTE_MS, produce
 
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 

@@ -14,8 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support.deployed import AirflowApi
-from tests.support.kafka_data import consume_all, produce
 from tools.airflow_stack import DEMO_TOPIC
+from tools.kafka_records import consume_all, produce
 
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 

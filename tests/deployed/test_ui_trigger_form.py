@@ -28,7 +28,7 @@ from tests.support.browser import (
     type_into,
 )
 from tests.support.deployed import AirflowApi
-from tests.support.kafka_data import MINUTE_MS, produce
+from tools.kafka_records import MINUTE_MS, produce
 
 pytestmark = [pytest.mark.deployed, pytest.mark.browser, pytest.mark.integration]
 

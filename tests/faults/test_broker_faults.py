@@ -30,9 +30,9 @@ from tests.support.faults import (
     slow_input,
     transaction_coordinator,
 )
-from tests.support.kafka_data import consume_all, produce
-from tests.support.write_kafka import expected_keys, read_committed
+from tools.kafka_records import consume_all, produce
 from tools.local_broker import LocalCluster
+from tools.write_kafka_rows import expected_keys, read_committed
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark]
 

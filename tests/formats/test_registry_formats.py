@@ -31,7 +31,7 @@ from airflow_provider_kafka_spark.spark import (
 )
 from airflow_provider_kafka_spark.spark.formats import Subject
 from airflow_provider_kafka_spark.spark.formats import protobuf as proto_types
-from tests.support.kafka_data import produce, read_committed
+from tools.kafka_records import produce, read_committed
 from tools.local_registry import local_registry
 
 pytestmark = [pytest.mark.formats, pytest.mark.integration, pytest.mark.spark]

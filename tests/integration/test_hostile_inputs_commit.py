@@ -22,7 +22,7 @@ from airflow_provider_kafka_spark.offsets import (
     PartitionRange,
     commit_offsets,
 )
-from tests.support.kafka_data import produce, transactional_producer
+from tools.kafka_records import produce, transactional_producer
 
 pytestmark = pytest.mark.integration
 

@@ -96,7 +96,7 @@ def records(kafka_config: dict[str, Any], kafka_admin: Any) -> Iterator[OffsetRa
     """A topic with three records: the ranges of all of them."""
     from confluent_kafka.admin import NewTopic
 
-    from tests.support.kafka_data import produce
+    from tools.kafka_records import produce
 
     name = f"hostile-read-{uuid.uuid4().hex[:8]}"
     kafka_admin.create_topics([NewTopic(name, 1)])[name].result(30)

@@ -24,7 +24,7 @@ from airflow_provider_kafka_spark.spark import (
     ingest,
     spark_session,
 )
-from tests.support.kafka_data import produce
+from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

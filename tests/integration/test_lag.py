@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
-from tests.support.kafka_data import produce, transactional_producer
+from tools.kafka_records import produce, transactional_producer
 
 pytestmark = pytest.mark.integration
 

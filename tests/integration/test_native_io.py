@@ -18,7 +18,7 @@ from airflow_provider_kafka_spark.spark.native import librdkafka_version
 from airflow_provider_kafka_spark.spark.write.plan import TaskPlan
 from airflow_provider_kafka_spark.spark.write.producer import check_producer_config
 from airflow_provider_kafka_spark.spark.write.task import write_partition
-from tests.support.write_kafka import read_committed
+from tools.write_kafka_rows import read_committed
 
 pytestmark = pytest.mark.integration
 

@@ -27,7 +27,7 @@ from airflow_provider_kafka_spark.offsets.pins import (
     pin_ranges,
     pinned_ranges,
 )
-from tests.support.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
+from tools.kafka_records import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration
 

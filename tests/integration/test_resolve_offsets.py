@@ -34,7 +34,7 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
     resolve_offsets,
 )
-from tests.support.kafka_data import (
+from tools.kafka_records import (
     MINUTE_MS,
     consume_all,
     high_watermarks,

@@ -37,7 +37,7 @@ from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
-from tests.support.kafka_data import MINUTE_MS, produce, transactional_producer, wait_for_markers
+from tools.kafka_records import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
 pytestmark = pytest.mark.integration
 

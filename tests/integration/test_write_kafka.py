@@ -25,7 +25,7 @@ from airflow_provider_kafka_spark.errors import (
 from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
-from tests.support.write_kafka import (
+from tools.write_kafka_rows import (
     expected_keys,
     partition_batches,
     read_committed,

@@ -20,7 +20,7 @@ from airflow_provider_kafka_spark.spark.write.ledger import LedgerEntry, TaskInp
 from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
-from tests.support.write_kafka import partition_batches, read_committed
+from tools.write_kafka_rows import partition_batches, read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.killpoints import (
+from tools.killpoint_harness import (
     KillMoment,
     KillPoint,
     Workload,
@@ -29,7 +29,7 @@ from tests.support.killpoints import (
     write_plain,
     write_spark,
 )
-from tests.support.write_kafka import expected_keys, read_committed
+from tools.write_kafka_rows import expected_keys, read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
-from tests.support.write_kafka import read_committed
+from tools.write_kafka_rows import read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

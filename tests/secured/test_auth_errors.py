@@ -24,8 +24,8 @@ from airflow_provider_kafka_spark.triggers.kafka import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
-from tests.support.kafka_data import produce
 from tests.support.secured import first_event, records_of
+from tools.kafka_records import produce
 from tools.local_broker import PLAIN_USER, SecuredBroker
 
 pytestmark = [pytest.mark.secured, pytest.mark.integration]

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscription, resolve_offsets
-from tests.support.kafka_data import produce
 from tests.support.secured import ROOT
+from tools.kafka_records import produce
 from tools.local_broker import SecuredBroker
 
 pytestmark = [pytest.mark.secured, pytest.mark.integration, pytest.mark.spark]

@@ -19,8 +19,8 @@ from airflow_provider_kafka_spark.triggers.kafka import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
-from tests.support.kafka_data import produce, transactional_producer, wait_for_markers
 from tests.support.secured import first_event, records_of
+from tools.kafka_records import produce, transactional_producer, wait_for_markers
 from tools.local_broker import CLIENT_KEY_PASSWORD, PLAIN_USER, SecuredBroker
 
 pytestmark = [pytest.mark.secured, pytest.mark.integration, pytest.mark.spark]

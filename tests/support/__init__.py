@@ -2,15 +2,14 @@
 here (and gets fixtures from its own tier's conftest, the root conftest and the plugin
 ``dag_runs``), never another test module or another tier's conftest.
 
-Helpers that ``tools/`` and ``benchmarks/`` use too live in ``tools/`` and are re-exported by
-the modules here (``tools/`` never imports ``tests/``):
+Helpers that ``tools/`` and ``benchmarks/`` use too live in ``tools/`` and tests import them
+from there (``tools/`` never imports ``tests/``): ``tools/kafka_records.py`` (exact records in
+the real broker and read back), ``tools/write_kafka_rows.py`` (the deterministic rows of
+exactly-once writes and a read_committed reader), ``tools/killpoint_harness.py`` (the
+kill-point harness). Here:
 
 * ``airflow_env``: points Airflow at a throwaway home; the root conftest imports it before
   anything imports Airflow (Airflow reads its configuration once, at first import).
-* ``kafka_data``: exact records in the real broker and read back (``tools/kafka_records.py``).
-* ``write_kafka``: the deterministic rows of exactly-once writes and a read_committed reader
-  (``tools/write_kafka_rows.py``).
-* ``killpoints``: the kill-point harness (``tools/killpoint_harness.py``).
 * ``faults``: the slow reads and writes of the fault tests (``tools/fault_workloads.py``) and
   how to find the broker that matters (leaders, coordinators).
 * ``cluster``, ``cluster_jobs``: running Spark applications on the standalone cluster.

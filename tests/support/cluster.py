@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
-from tests.support.kafka_data import produce, transactional_producer, wait_for_markers
+from tools.kafka_records import produce, transactional_producer, wait_for_markers
 from tools.local_broker import free_port
 from tools.processes import end_group
 from tools.spark_cluster import Cluster

@@ -8,7 +8,7 @@ from typing import Any
 
 import pendulum
 
-from tests.support.kafka_data import MINUTE_MS, produce
+from tools.kafka_records import MINUTE_MS, produce
 
 NOW = pendulum.now("UTC")
 # Three whole hours in the past: intervals I1 = [T0, T1) and I2 = [T1, T2).

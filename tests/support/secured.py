@@ -8,7 +8,7 @@ from typing import Any
 
 def records_of(config: dict[str, Any], topic: str, partitions: int) -> list[tuple]:
     """(partition, offset, key, value) of every committed record, read with a plain consumer."""
-    from tests.support.kafka_data import consume_all
+    from tools.kafka_records import consume_all
 
     return [(p, o, k, v) for p, o, k, v, _ in consume_all(config, topic, partitions,
                                                              "read_committed")]

@@ -97,10 +97,12 @@ def test_the_lineage_values_know_nothing_of_openlineage() -> None:
     assert not [m for m in imported if "openlineage" in m or m.endswith("lineage_facets")]
 
 
-def test_the_operators_import_without_the_openlineage_client() -> None:
+def test_the_airflow_layer_imports_without_pyspark_and_the_openlineage_client() -> None:
+    """A DAG file imports the operators, sensors and triggers (and checks engines, guarantees
+    and formats against options.py) without loading pyspark or the OpenLineage client."""
     code = ("import sys, airflow_provider_kafka_spark.operators, airflow_provider_kafka_spark.sensors,"
             " airflow_provider_kafka_spark.triggers;"
-            " print(sorted(m for m in sys.modules if m.split('.')[0] == 'openlineage'))")
+            " print(sorted(m for m in sys.modules if m.split('.')[0] in ('openlineage', 'pyspark')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, check=False)
     assert done.returncode == 0, done.stderr

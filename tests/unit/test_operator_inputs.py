@@ -305,21 +305,6 @@ def test_bool_params_of_a_run_must_be_bools(build: Any, kwargs: dict[str, Any], 
     assert "pass true or false" in str(info.value)
 
 
-def test_the_airflow_layer_checks_options_without_importing_spark() -> None:
-    """The operators, sensors and triggers check engines, guarantees and formats against the
-    one options module while a DAG file is parsed, without importing pyspark."""
-    code = ("import sys\n"
-            "import airflow_provider_kafka_spark.operators, airflow_provider_kafka_spark.sensors\n"
-            "import airflow_provider_kafka_spark.triggers\n"
-            "from airflow_provider_kafka_spark import options\n"
-            "assert options.ENGINES == ('python', 'spark-kafka')\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'pyspark'))\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
-
-
 DAG_FILE = """
 import pendulum
 from airflow.sdk import DAG
