@@ -6,12 +6,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kafka_spark.errors import cut, error_line
-
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-__all__ = ["Sink", "cut", "error_line"]
 
 
 class Sink(ABC):

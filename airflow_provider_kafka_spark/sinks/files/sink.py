@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, kafka_errors
+from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, cut, error_line, kafka_errors
 from airflow_provider_kafka_spark.options import (
     check_column_names,
     check_data_source_name,
     check_writer_options,
 )
-from airflow_provider_kafka_spark.sinks.base import Sink, cut, error_line
+from airflow_provider_kafka_spark.sinks.base import Sink
 from airflow_provider_kafka_spark.sinks.files import swap
 from airflow_provider_kafka_spark.sinks.files.filesystems import (
     HadoopFiles,

@@ -18,8 +18,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError
-from airflow_provider_kafka_spark.sinks.base import error_line
+from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, error_line
 from airflow_provider_kafka_spark.sinks.files.filesystems import Files, Notes
 
 MANIFEST_NAME = "_kafka_spark_manifest.json"
