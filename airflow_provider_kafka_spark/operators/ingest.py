@@ -366,7 +366,8 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         self.check_arguments(rendered=True)
         offset_ranges = self.offset_ranges()
         sink = self.sink(context, offset_ranges)
-        from airflow_provider_kafka_spark.spark.ingest import IngestResult, ingest
+        from airflow_provider_kafka_spark.spark.ingest import ingest
+        from airflow_provider_kafka_spark.spark.ingest_result import IngestResult
 
         if offset_ranges.is_empty():  # no Spark session, nothing written
             self.log.info("The ranges hold no offsets: nothing to read, nothing written.")

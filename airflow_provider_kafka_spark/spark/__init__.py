@@ -29,14 +29,8 @@ from airflow_provider_kafka_spark.errors import (
     kafka_errors,
 )
 from airflow_provider_kafka_spark.spark.formats import Subject
-from airflow_provider_kafka_spark.spark.ingest import (
-    DecodeCounts,
-    Decoding,
-    IngestResult,
-    PartitionStats,
-    SinkProtocol,
-    ingest,
-)
+from airflow_provider_kafka_spark.spark.ingest import Decoding, SinkProtocol, ingest
+from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts, IngestResult, PartitionStats
 from airflow_provider_kafka_spark.spark.read.datasource import (
     FORMAT_NAME,
     KafkaBoundedDataSource,
