@@ -191,6 +191,16 @@ class SinkError(KafkaSparkError):
     (the message says what is where on the file system, and what to do)."""
 
 
+class TableError(SinkError):
+    """An Iceberg or Delta table sink could not commit the run (e.g. concurrent commits kept
+    conflicting, or the run's earlier rows cannot be replaced); the table is as it was."""
+
+
+class TableRuntimeError(ConfigurationError):
+    """The session lacks the Iceberg or Delta runtime a table sink needs, or has one built for
+    another Spark version (the message names the artifact to put on the classpath)."""
+
+
 
 @contextmanager
 def kafka_errors() -> Iterator[None]:

@@ -37,6 +37,7 @@ from airflow_provider_kafka_spark.offsets.resolve import (
 from airflow_provider_kafka_spark.offsets.specs import (
     Committed,
     Earliest,
+    FromTable,
     Latest,
     OffsetSpec,
     SpecificOffsets,
@@ -52,6 +53,7 @@ __all__ = [
     "ConfigurationError",
     "DataLossError",
     "Earliest",
+    "FromTable",
     "InternalTopicError",
     "IntervalNotCompleteError",
     "KafkaAuthenticationError",

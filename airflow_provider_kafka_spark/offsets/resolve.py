@@ -51,6 +51,7 @@ def resolve_offsets(
     stopping: object,
     *,
     group_id: str | None = None,
+    table_offsets: Mapping[Key, int] | None = None,
     isolation_level: str = "read_committed",
     on_data_loss: OnDataLoss = "fail",
     on_open_transaction: OnOpenTransaction = "fail",
@@ -67,6 +68,9 @@ def resolve_offsets(
       there is none. Note that Kafka's lookup also sees transaction markers, which carry the
       time of the commit.
     * ``committed``: the group's committed offset, else the reset strategy (no reset: error).
+    * ``table`` (starting only): the offset the table recorded as the application's stop
+      (``table_offsets``, from :func:`airflow_provider_kafka_spark.sinks.tables.table_offsets`),
+      else the reset strategy (no reset: error).
     * explicit offsets: as given; a listed offset beyond ``latest`` is an error.
 
     Open transactions (``read_committed``): a ``timestamp:T`` **stop** that the last stable
@@ -90,7 +94,8 @@ def resolve_offsets(
 
     Raises:
         ConfigurationError: a bad ``timeout`` or client config.
-        OffsetSpecError: an invalid spec, ``committed`` without ``group_id``, or bad options.
+        OffsetSpecError: an invalid spec, ``committed`` without ``group_id``, ``table``
+            without ``table_offsets`` or as the stopping spec, or bad options.
         OffsetResolutionError: unknown topics, start > stop, an explicit offset out of range,
             a partition with no committed offset and no reset strategy, or a timeout.
         IntervalNotCompleteError: an open transaction holds back a ``timestamp:`` stop.
@@ -111,6 +116,7 @@ def resolve_offsets(
                                  "consumer group's id as a string (or None).")
     check_subscription(subscription)
     specs = (start_spec, stop_spec)
+    recorded = _check_table_offsets(start_spec, stop_spec, table_offsets)
     if any(_needs_group(s) for s in specs) and not group_id:
         raise OffsetSpecError(
             "a 'committed' offset spec needs group_id: pass the consumer group whose offsets to use."
@@ -129,8 +135,8 @@ def resolve_offsets(
 
     committed = (committed_offsets(kafka_config, group_id, partitions, cluster, deadline)
                  if group_id and any(map(_needs_group, specs)) else {})
-    starts = _offsets_for(start_spec, "starting", partitions, lookup, committed)
-    stops = _offsets_for(stop_spec, "stopping", partitions, lookup, committed)
+    starts = _offsets_for(start_spec, "starting", partitions, lookup, committed, recorded)
+    stops = _offsets_for(stop_spec, "stopping", partitions, lookup, committed, recorded)
     truncated: dict[Key, int] = {}
     if isinstance(stop_spec, offset_specs.Timestamp):
         held = {k: s.open_transaction for k, s in _timestamp_stops(lookup, stop_spec.millis).items()
@@ -256,6 +262,44 @@ def _deleted_may_be_in_interval(lookup: OffsetLookup, millis: int) -> set[Key]:
             and (found[k] == earliest[k] or (found[k] < 0 and high[k] == earliest[k]))}
 
 
+def _check_table_offsets(start: offset_specs.OffsetSpec, stop: offset_specs.OffsetSpec,
+                         table_offsets: object) -> dict[Key, int]:
+    """``table_offsets`` as a dict, once the ``table`` spec and it fit together."""
+    if _needs_table(stop):
+        raise OffsetSpecError(
+            f"the stopping spec {stop} is not valid: 'table' says where the table's data ends, "
+            "so it is a starting spec only; stop at 'latest', 'timestamp:<time>' or explicit "
+            "offsets."
+        )
+    if not _needs_table(start):
+        if table_offsets is not None:
+            raise ConfigurationError(
+                f"table_offsets are given but the starting spec is {start}; pass them only "
+                "with a 'table' start (or remove them)."
+            )
+        return {}
+    if table_offsets is None:
+        raise OffsetSpecError(
+            f"the starting spec {start} needs table_offsets: the stops the table recorded, read "
+            "with airflow_provider_kafka_spark.sinks.tables.table_offsets(spark, table, ...)."
+        )
+    if not isinstance(table_offsets, Mapping) or not all(
+            isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
+            and type(k[1]) is int and type(v) is int and v >= 0
+            for k, v in table_offsets.items()):
+        raise ConfigurationError(
+            f"table_offsets={shown(table_offsets)} is not valid; pass a mapping "
+            "{(topic, partition): offset} as table_offsets() returns it."
+        )
+    return dict(table_offsets)
+
+
+def _needs_table(spec: offset_specs.OffsetSpec) -> bool:
+    if isinstance(spec, offset_specs.SpecificOffsets):
+        return isinstance(spec.default, offset_specs.FromTable)
+    return isinstance(spec, offset_specs.FromTable)
+
+
 def _needs_group(spec: offset_specs.OffsetSpec) -> bool:
     if isinstance(spec, offset_specs.SpecificOffsets):
         return isinstance(spec.default, offset_specs.Committed)
@@ -268,6 +312,7 @@ def _offsets_for(
     partitions: list[Key],
     lookup: OffsetLookup,
     committed: Mapping[Key, int],
+    recorded: Mapping[Key, int],
 ) -> dict[Key, int]:
     """Offsets of ``spec`` for every partition (``role`` names it in errors)."""
     if isinstance(spec, offset_specs.Earliest):
@@ -276,17 +321,19 @@ def _offsets_for(
         return lookup.offsets("latest")
     if isinstance(spec, offset_specs.Timestamp):
         return _timestamp_offsets(lookup, spec.millis)
-    if isinstance(spec, offset_specs.Committed):
-        missing = [k for k in partitions if k not in committed]
+    if isinstance(spec, offset_specs.Committed | offset_specs.FromTable):
+        found, holder = ((committed, "the group has no committed offset")
+                         if isinstance(spec, offset_specs.Committed)
+                         else (recorded, "the table records no stop of the application"))
+        missing = [k for k in partitions if k not in found]
         if missing and spec.reset is None:
             names = ", ".join(f"{t}/{p}" for t, p in missing[:50])
             raise OffsetResolutionError(
-                f"{role} spec 'committed': the group has no committed offset for {len(missing)} "
-                f"partition(s): {names}. Use 'committed:earliest' or 'committed:latest' to "
-                "choose where such partitions begin."
+                f"{role} spec '{spec}': {holder} for {len(missing)} partition(s): {names}. Use "
+                f"'{spec}:earliest' or '{spec}:latest' to choose where such partitions begin."
             )
         fallback = lookup.offsets(spec.reset) if missing and spec.reset else {}
-        return {k: committed[k] if k in committed else fallback[k] for k in partitions}
+        return {k: found[k] if k in found else fallback[k] for k in partitions}
     # SpecificOffsets
     unknown = sorted(set(spec.offsets) - set(partitions))
     if unknown:
@@ -301,7 +348,7 @@ def _offsets_for(
             f"{role} offsets do not list {len(unlisted)} subscribed partition(s): "
             f"{unlisted[:50]}. List them, or add a default such as \"*\": \"earliest\"."
         )
-    defaults = (_offsets_for(spec.default, role, partitions, lookup, committed)
+    defaults = (_offsets_for(spec.default, role, partitions, lookup, committed, recorded)
                 if unlisted and spec.default is not None else {})
     latest = lookup.offsets("latest")
     beyond = [f"{t}/{p}: {o} > latest {latest[(t, p)]}" for (t, p), o in spec.offsets.items()

@@ -1,7 +1,9 @@
 """Offset specs: how a starting or stopping offset is chosen for each partition.
 
 The specs mirror Flink's ``OffsetsInitializer``: earliest, latest, committed (with an optional
-reset strategy), timestamp, and explicit offsets. ``parse_offset_spec`` is the one parser; every
+reset strategy), timestamp, and explicit offsets; ``table`` starts where an application's
+commits to an Iceberg or Delta table stopped (the offsets live in the table, atomically with the
+data). ``parse_offset_spec`` is the one parser; every
 spec's ``str()`` parses back to an equal spec.
 """
 
@@ -39,6 +41,7 @@ _SHORT.maxlevel = 3
 
 _SPEC_HELP = (
     "Use 'earliest', 'latest', 'committed', 'committed:earliest', 'committed:latest', "
+    "'table', 'table:earliest', 'table:latest' (starting only), "
     "'timestamp:<ISO-8601 with zone>' or 'timestamp:<epoch millis>', an aware datetime, "
     'or explicit offsets such as {"topic": {"0": 23}} (optionally with "*": <spec> for the '
     "partitions not listed)."
@@ -171,6 +174,30 @@ class Committed:
 
 
 @dataclass(frozen=True)
+class FromTable:
+    """A starting spec: the stops that an application's commits recorded in the Iceberg or
+    Delta table it writes (:mod:`airflow_provider_kafka_spark.sinks.tables`), so a run starts
+    where the table's data ends and no consumer group is needed. The recorded offsets are read
+    by :func:`~airflow_provider_kafka_spark.sinks.tables.table_offsets` and handed to
+    ``resolve_offsets(..., table_offsets=...)``.
+
+    ``reset`` is used for partitions the application never wrote; ``None`` makes such
+    partitions an error that names them.
+    """
+
+    reset: Literal["earliest", "latest"] | None = None
+
+    def __post_init__(self) -> None:
+        if self.reset not in (None, "earliest", "latest"):
+            raise OffsetSpecError(
+                f"FromTable(reset={self.reset!r}) is not valid; use None, 'earliest' or 'latest'."
+            )
+
+    def __str__(self) -> str:
+        return "table" if self.reset is None else f"table:{self.reset}"
+
+
+@dataclass(frozen=True)
 class Timestamp:
     """The offset of the first record whose timestamp is >= ``millis`` (epoch milliseconds,
     UTC); the partition's latest offset when no such record exists.
@@ -263,7 +290,7 @@ class SpecificOffsets:
         return json.dumps(as_json, sort_keys=True, separators=(",", ":"))
 
 
-OffsetSpec = Earliest | Latest | Committed | Timestamp | SpecificOffsets
+OffsetSpec = Earliest | Latest | Committed | FromTable | Timestamp | SpecificOffsets
 """Any one of the spec classes."""
 
 _KEYWORDS: dict[str, OffsetSpec] = {
@@ -272,6 +299,9 @@ _KEYWORDS: dict[str, OffsetSpec] = {
     "committed": Committed(),
     "committed:earliest": Committed("earliest"),
     "committed:latest": Committed("latest"),
+    "table": FromTable(),
+    "table:earliest": FromTable("earliest"),
+    "table:latest": FromTable("latest"),
 }
 
 
@@ -279,7 +309,8 @@ def parse_offset_spec(value: object) -> OffsetSpec:
     """Turn a spec object, spec string, aware datetime or offsets mapping into a spec.
 
     Strings: ``earliest``, ``latest``, ``committed``, ``committed:earliest``,
-    ``committed:latest``, ``timestamp:<ISO-8601 with offset or Z>``, ``timestamp:<epoch ms>``,
+    ``committed:latest``, ``table``, ``table:earliest``, ``table:latest`` (starting specs),
+    ``timestamp:<ISO-8601 with offset or Z>``, ``timestamp:<epoch ms>``,
     or a JSON object of explicit offsets ``{"topic": {"0": 23}, "*": "earliest"}``
     (``"*"`` is optional: the spec for partitions not listed).
 
@@ -287,7 +318,7 @@ def parse_offset_spec(value: object) -> OffsetSpec:
         OffsetSpecError: the value is none of those, a time has no zone or is outside
             1970..9999, or an offset or partition is not a valid number.
     """
-    if isinstance(value, Earliest | Latest | Committed | Timestamp | SpecificOffsets):
+    if isinstance(value, Earliest | Latest | Committed | FromTable | Timestamp | SpecificOffsets):
         return value
     if isinstance(value, datetime):
         return Timestamp.from_datetime(value)

@@ -42,7 +42,8 @@ from airflow_provider_kafka_spark.options import (
     check_topic_name,
     check_writer_options,
 )
-from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink, TableSink
+from airflow_provider_kafka_spark.sinks.tables import TABLE_FORMATS
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -53,11 +54,18 @@ __all__ = ["MANIFEST_NAME", "SQL_VIEW", "KafkaSparkIngestOperator", "default_wri
 
 FILE_ONLY = ("output_options", "partition_by")
 KAFKA_ONLY = ("output_kafka_conn_id", "transactional_id_prefix", "write_id")
+TABLE_ONLY = ("table_format", "table_application", "table_schema_evolution")
+SINK_ONLY = {"files": FILE_ONLY + ("output_format",),
+             "kafka": KAFKA_ONLY + ("delivery_guarantee", "dead_letter_topic"),
+             "table": TABLE_ONLY}
+SINK_ARGUMENT = {"files": "output_path= (files)", "kafka": "output_topic= (Kafka)",
+                 "table": "output_table= (an Iceberg or Delta table)"}
 
 
 class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     """Read ``ranges`` with Spark (``read_kafka``), transform, and write this run's output:
-    files at ``output_path`` or records to the Kafka topic ``output_topic`` (exactly one).
+    files at ``output_path``, records to the Kafka topic ``output_topic``, or rows into the
+    Iceberg or Delta table ``output_table`` (exactly one).
 
     The ranges come from the resolve task's XCom, so a retry reads exactly the same records.
     The pipeline is :func:`~airflow_provider_kafka_spark.spark.ingest.ingest`, which a plain
@@ -101,6 +109,19 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     partitioner chooses the output partition. Before the read, the output's column names are
     checked against what ``write_kafka`` takes.
 
+    **Table.** ``output_table`` (``table_format="iceberg"``: ``catalog.namespace.table`` of
+    an Iceberg catalog; ``"delta"``: a path or a table name) gets each run in **one** table
+    commit that records the application (``table_application``, default
+    ``<dag_id>.<task_id>``), the run (its run id, and map index) and its ranges in the table's
+    own metadata, and every row carries the commit's write id in the column
+    ``_kafka_spark_write``. A try that finds its run's write in the table writes nothing and
+    says so; a cleared run (the dag run's clear number grew, e.g. ``airflow backfill create
+    --reprocess-behavior completed``) or ranges resolved anew replace the run's rows in one
+    commit. The ``table`` start spec of the resolve task starts where the application's
+    commits stopped. Before the read: the format's runtime, the catalog, the table and the
+    output's columns are checked (a column the table lacks needs
+    ``table_schema_evolution=True``). See ``docs/tables.md``.
+
     Empty ranges skip Spark entirely (nothing is written) and return zero statistics.
 
     Returns (XCom) ``{"records", "bytes", "lost", "lag", "partitions": [...],
@@ -109,8 +130,10 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     bytes, lost, lag, first_offset, last_offset, min_timestamp, max_timestamp`` (``bytes``:
     keys and values; ``lag``: the partition's end at resolution minus ``stop``, None for
     ranges resolved before lag was recorded); ``output`` is ``{"path", "format",
-    "manifest"}`` for files and ``{"topic", "delivery_guarantee", "write_id",
-    "records_written", "skipped_tasks"}`` for a topic. ``start``/``stop`` are the resolved
+    "manifest"}`` for files, ``{"topic", "delivery_guarantee", "write_id",
+    "records_written", "skipped_tasks"}`` for a topic and ``{"table", "format", "location",
+    "application", "run", "write_id", "committed", "skipped", "commit", "records_written",
+    "replaced"}`` for a table. ``start``/``stop`` are the resolved
     range; ``lost`` counts the offsets skipped because Kafka had deleted them
     (``on_data_loss="skip"``, see ``LostOffsets``): at resolution, before the read and during
     it (not counted during the read with ``engine="spark-kafka"``); the top-level ``lost`` is
@@ -171,10 +194,16 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         ``decoded``, ``skipped``, ``dead_lettered``) and the task log.
     :param dead_letter_topic: the dead-letter topic of a Kafka sink with
         ``on_corrupt="dead_letter"`` (on the output cluster).
+    :param output_table: the Iceberg or Delta table to write; templated.
+    :param table_format: ``iceberg`` or ``delta``; required with ``output_table``.
+    :param table_application: the application name the table's commits record (and the
+        resolve task's ``table`` start spec looks for); default ``<dag_id>.<task_id>``.
+    :param table_schema_evolution: add the output's columns the table lacks (default False:
+        such a column fails the task before the read).
     """
 
     template_fields: Sequence[str] = ("ranges", "output_path", "output_format", "output_topic",
-                                      "write_id", "sql")
+                                      "output_table", "write_id", "sql")
     template_fields_renderers = {"sql": "sql"}
     ui_color = "#fcecd7"
 
@@ -206,14 +235,21 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         schema_registry_conn_id: str | None = None,
         on_corrupt: str = "fail",
         dead_letter_topic: str | None = None,
+        output_table: str | None = None,
+        table_format: str | None = None,
+        table_application: str | None = None,
+        table_schema_evolution: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if (output_path is None) == (output_topic is None):
+        given = [name for name, value in (("output_path", output_path),
+                                          ("output_topic", output_topic),
+                                          ("output_table", output_table)) if value is not None]
+        if len(given) != 1:
             raise ConfigurationError(
-                f"{self.task_id}: pass exactly one sink: output_path= (a folder of files) or "
-                f"output_topic= (a Kafka topic); got "
-                f"{'both' if output_path is not None else 'neither'}."
+                f"{self.task_id}: pass exactly one sink: output_path= (a folder of files), "
+                f"output_topic= (a Kafka topic) or output_table= (an Iceberg or Delta table); "
+                f"got {_several(given)}."
             )
         if transform is not None and sql is not None:
             raise ConfigurationError(f"{self.task_id}: pass transform= or sql=, not both; fold "
@@ -244,6 +280,10 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         self.schema_registry_conn_id = schema_registry_conn_id
         self.on_corrupt = on_corrupt
         self.dead_letter_topic = dead_letter_topic
+        self.output_table = output_table
+        self.table_format = table_format
+        self.table_application = table_application
+        self.table_schema_evolution = table_schema_evolution
         self.check_arguments(rendered=False)
         if self.has_dag():
             from airflow.sdk import AssetAlias
@@ -259,16 +299,19 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             OffsetSpecError: literal or rendered ``ranges`` that are not offset ranges.
         """
         task = self.task_id
-        files = self.output_topic is None
+        kind = self.sink_kind
         if checkable(self.ranges, rendered=rendered):
             self.offset_ranges()
-        if files:
+        if kind == "files":
             if checkable(self.output_path, rendered=rendered):
                 check_text(task, "output_path", self.output_path,
                            meaning="the folder of this run's output, e.g. "
                                    "'s3a://lake/events/2024-05-01T00'")
-        elif checkable(self.output_topic, rendered=rendered):
-            check_topic_name(task, "output_topic", self.output_topic)
+        elif kind == "kafka":
+            if checkable(self.output_topic, rendered=rendered):
+                check_topic_name(task, "output_topic", self.output_topic)
+        else:
+            self._check_table(rendered)
         if checkable(self.output_format, rendered=rendered):
             check_data_source_name(task, "output_format", self.output_format)
         if checkable(self.write_id, rendered=rendered):
@@ -297,10 +340,36 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         check_choice(task, "engine", self.engine, ENGINES)
         check_bool(task, "include_headers", self.include_headers)
         check_choice(task, "on_data_loss", self.on_data_loss, DATA_LOSS_CHOICES)
-        self._check_decoding(files)
-        self._check_sink_only_arguments(files)
+        self._check_decoding(kind)
+        self._check_sink_only_arguments(kind)
 
-    def _check_decoding(self, files: bool) -> None:
+    @property
+    def sink_kind(self) -> str:
+        """``files``, ``kafka`` or ``table``: which of the output arguments is given."""
+        if self.output_table is not None:
+            return "table"
+        return "files" if self.output_topic is None else "kafka"
+
+    def _check_table(self, rendered: bool) -> None:
+        task = self.task_id
+        if checkable(self.output_table, rendered=rendered):
+            check_text(task, "output_table", self.output_table,
+                       meaning="the table to write, e.g. 'lake.db.orders' (Iceberg) or a Delta "
+                               "table's path")
+        if self.table_format is None:
+            raise bad_argument(task, "table_format", None,
+                               "output_table= needs the table's format: pass "
+                               "table_format='iceberg' or 'delta'", problem="is missing")
+        check_choice(task, "table_format", self.table_format, TABLE_FORMATS)
+        check_text(task, "table_application", self.table_application, allow_none=True,
+                   meaning="the application name the table's commits record")
+        check_bool(task, "table_schema_evolution", self.table_schema_evolution)
+        if self.on_corrupt == "dead_letter":
+            raise bad_argument(task, "on_corrupt", self.on_corrupt,
+                               "a table sink has no dead-letter output; pass 'fail' or 'skip'",
+                               problem="does not apply to output_table=")
+
+    def _check_decoding(self, kind: str) -> None:
         task = self.task_id
         check_choice(task, "key_format", self.key_format, DECODE_FORMATS)
         check_choice(task, "value_format", self.value_format, DECODE_FORMATS)
@@ -323,34 +392,38 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                                "it applies to decoded records; pass key_format/value_format, "
                                "or remove it", problem="does not apply without decoding")
         if self.dead_letter_topic is not None:
-            if files or self.on_corrupt != "dead_letter":
+            if kind != "kafka" or self.on_corrupt != "dead_letter":
                 raise bad_argument(task, "dead_letter_topic", self.dead_letter_topic,
                                    "it applies to a Kafka sink (output_topic=) with "
                                    "on_corrupt='dead_letter'; a file sink writes dead letters "
                                    "to <output_path>/_dead_letter", problem="does not apply")
             check_topic_name(task, "dead_letter_topic", self.dead_letter_topic)
-        elif not files and self.on_corrupt == "dead_letter":
+        elif kind == "kafka" and self.on_corrupt == "dead_letter":
             raise bad_argument(task, "dead_letter_topic", None,
                                "on_corrupt='dead_letter' with output_topic= needs the topic to "
                                "write undecodable records to", problem="is missing")
 
-    def _check_sink_only_arguments(self, files: bool) -> None:
-        """An argument of the other sink is a mistake, not something to ignore."""
+    def _check_sink_only_arguments(self, kind: str) -> None:
+        """An argument of another sink is a mistake, not something to ignore."""
         given = {"output_options": bool(self.output_options),
                  "partition_by": bool(self.partition_by),
                  "output_kafka_conn_id": self.output_kafka_conn_id is not None,
                  "transactional_id_prefix": self.transactional_id_prefix is not None,
                  "write_id": self.write_id is not None,
                  "output_format": self.output_format != "parquet",
-                 "delivery_guarantee": str(self.delivery_guarantee).lower() != "exactly_once"}
-        wrong = [n for n in (KAFKA_ONLY + ("delivery_guarantee",) if files
-                             else FILE_ONLY + ("output_format",)) if given[n]]
-        if wrong:
-            name = wrong[0]
-            sink = "output_topic= (Kafka)" if files else "output_path= (files)"
-            raise bad_argument(self.task_id, name, getattr(self, name),
-                               f"it applies only to the sink {sink}; remove it, or write to "
-                               "that sink", problem="does not apply to this sink")
+                 "delivery_guarantee": str(self.delivery_guarantee).lower() != "exactly_once",
+                 "dead_letter_topic": False,  # checked with the decoding arguments
+                 "table_format": self.table_format is not None,
+                 "table_application": self.table_application is not None,
+                 "table_schema_evolution": self.table_schema_evolution is not False}
+        for other, names in SINK_ONLY.items():
+            wrong = [n for n in names if given[n]] if other != kind else []
+            if wrong:
+                name = wrong[0]
+                raise bad_argument(self.task_id, name, getattr(self, name),
+                                   f"it applies only to the sink {SINK_ARGUMENT[other]}; remove "
+                                   "it, or write to that sink",
+                                   problem="does not apply to this sink")
 
     def offset_ranges(self) -> OffsetRanges:
         """The (rendered) ``ranges`` argument, parsed (see :func:`parse_ranges`)."""
@@ -389,7 +462,14 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         stats = result.to_dict()
         output = stats["output"]
         self.log.info("Wrote %d record(s) to %s:\n%s", stats["records"],
-                      output.get("path") or output.get("topic"), _summary_table(stats))
+                      output.get("path") or output.get("topic") or output.get("table"),
+                      _summary_table(stats))
+        if self.sink_kind == "table":
+            self.log.info(
+                "Table %(table)s (%(format)s): %(records_written)s row(s) committed in commit "
+                "%(commit)s as write %(write_id)s" if output.get("committed") else
+                "Table %(table)s (%(format)s): the write %(write_id)s is already in the table "
+                "(an earlier try committed it); nothing written.", output)
         if "decode" in stats:
             self.log.info("Decoded %(decoded)d record(s); %(skipped)d skipped and "
                           "%(dead_lettered)d dead-lettered as undecodable.", stats["decode"])
@@ -416,6 +496,8 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
 
     def sink(self, context: Any, ranges: OffsetRanges) -> Sink:
         """The sink of the rendered arguments (no cluster call)."""
+        if self.sink_kind == "table":
+            return self.table_sink(context)
         if self.output_topic is None:
             assert isinstance(self.output_path, str) and isinstance(self.output_format, str)
             return FileSink(self.output_path, format=self.output_format,
@@ -430,6 +512,28 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             dead_letter_topic=self.dead_letter_topic,
         )
 
+    def table_sink(self, context: Any) -> TableSink:
+        """The table sink of this run: the application, the run (run id, ``#<map index>`` when
+        mapped) and its generation (the dag run's clear number)."""
+        from airflow_provider_kafka_spark.sinks.tables import table_sink
+
+        assert isinstance(self.output_table, str) and isinstance(self.table_format, str)
+        run = str(context["run_id"])
+        map_index = getattr(context.get("ti"), "map_index", -1)
+        if isinstance(map_index, int) and map_index >= 0:
+            run = f"{run}#{map_index}"
+        dag_run = context.get("dag_run")
+        generation = getattr(dag_run, "clear_number", 0) or 0
+        try_number = getattr(context.get("ti"), "try_number", None)
+        return table_sink(
+            self.table_format, self.output_table.strip(),
+            application=self.table_application or f"{self.dag_id}.{self.task_id}",
+            run=run, generation=int(generation),
+            schema_evolution=self.table_schema_evolution,
+            commit_properties={"dag-id": self.dag_id, "task-id": self.task_id,
+                               "run-id": str(context["run_id"]),
+                               "try-number": str(try_number)})
+
     @cached_property
     def output_kafka_hook(self) -> KafkaHook:
         """The hook of the output cluster (``output_kafka_conn_id``, else ``kafka_conn_id``)."""
@@ -442,9 +546,12 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         ``kafka_spark:<dag_id>.<task_id>``."""
         return f"kafka_spark:{self.dag_id}.{self.task_id}"
 
-    def output_asset_uri(self) -> str:
+    def output_asset_uri(self, location: str | None = None) -> str:
         """The asset URI of the rendered output: ``file:///...``, ``s3://...`` or
-        ``kafka://host:port/topic``."""
+        ``kafka://host:port/topic``; a table's is its ``location`` (where its files are, as
+        the sink reported it; a Delta table's path when not known)."""
+        if self.sink_kind == "table":
+            return output_asset_uri(output_path=self._table_location(location))
         if self.output_topic is None:
             return output_asset_uri(output_path=self.output_path)
         return output_asset_uri(output_topic=self.output_topic.strip(),
@@ -453,7 +560,10 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     def lineage(self, result: Any | None) -> Lineage:
         """The topics of ``ranges`` (with the records read once complete) and the output."""
         ranges = self.offset_ranges()
-        if self.output_topic is None:
+        if self.sink_kind == "table":
+            output = dataset_of_path(self._table_location(
+                None if result is None else result["output"].get("location")))
+        elif self.output_topic is None:
             output = dataset_of_path(str(self.output_path))
         else:
             output = (f"kafka://{kafka_authority(self.output_kafka_hook.get_kafka_config())}",
@@ -468,6 +578,16 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         return Lineage(kafka_authority(self.kafka_hook.get_kafka_config()), ranges=ranges,
                        records=records, output=output, output_records=written)
 
+    def _table_location(self, location: str | None) -> str:
+        """Where the table's files are: as the sink found it, else a Delta table's path, else
+        ``<format>:<table name>``."""
+        from airflow_provider_kafka_spark.sinks.tables.delta import is_path
+
+        table = str(self.output_table).strip()
+        if location:
+            return location
+        return table if is_path(table) else f"{self.table_format}:{table}"
+
     def _announce_output(self, context: Any, stats: dict[str, Any]) -> None:
         """An event of the output's asset through this task's alias (when it has one), so DAGs
         scheduled on that asset run."""
@@ -476,7 +596,8 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         alias = AssetAlias(name=self.output_alias_name)
         if alias not in self.outlets:
             return
-        context["outlet_events"][alias].add(Asset(self.output_asset_uri()),
+        context["outlet_events"][alias].add(Asset(self.output_asset_uri(
+            stats["output"].get("location"))),
                                             extra={"records": stats["records"]})
 
     def _warn_lost(self, stats: dict[str, Any]) -> None:
@@ -488,6 +609,15 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         self.log.warning("%d offset(s) deleted before they could be read were skipped "
                          "(on_data_loss='skip'): %s. The output lacks them.",
                          stats["lost"], detail)
+
+
+def _several(names: list[str]) -> str:
+    """``neither``, ``both a and b``, ``all of a, b and c``."""
+    if not names:
+        return "neither"
+    if len(names) == 2:
+        return f"both {names[0]} and {names[1]}"
+    return f"all of {', '.join(names[:-1])} and {names[-1]}"
 
 
 def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:

@@ -14,8 +14,10 @@ from airflow_provider_kafka_spark.arguments import (
     checkable,
 )
 from airflow_provider_kafka_spark.offsets import (
+    FromTable,
     OffsetRanges,
     OffsetSpecError,
+    SpecificOffsets,
     Timestamp,
     parse_offset_spec,
     resolve_offsets,
@@ -31,8 +33,10 @@ from airflow_provider_kafka_spark.operators.lineage import Lineage, kafka_author
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.options import (
     ISOLATION_LEVELS,
+    bad_argument,
     check_bool,
     check_choice,
+    check_mapping,
     check_seconds,
     check_text,
     check_topic_name,
@@ -84,6 +88,14 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         Param ``re_resolve``, which must be a JSON boolean).
     :param pins_topic: the compacted topic holding pinned run ranges.
     :param timeout: seconds (a positive number) to wait for the cluster's answers.
+    :param table: with the start spec ``table`` (``table:earliest``, ``table:latest``): the
+        Iceberg or Delta table whose commits record where the application stopped (read with
+        Spark: ``spark_conn_id``/``spark_conf`` as for the ingest task); templated.
+    :param table_format: ``iceberg`` or ``delta``, with ``table``.
+    :param table_application: the application whose commits to read: the ingest task's
+        ``table_application`` (its default is ``<dag_id>.<ingest task_id>``); with ``table``.
+    :param spark_conn_id: the Spark connection for reading ``table`` (None: a local session).
+    :param spark_conf: extra Spark conf for that session (e.g. the Iceberg catalog).
 
     Literal arguments are checked when the DAG file is parsed (a bad one is an import error of
     the DAG): the subscription, ``start``/``stop`` (``OffsetSpecError``), and the others
@@ -92,7 +104,7 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
     call.
     """
 
-    template_fields: Sequence[str] = (*SUBSCRIPTION_FIELDS, "start", "stop", "group_id")
+    template_fields: Sequence[str] = (*SUBSCRIPTION_FIELDS, "start", "stop", "group_id", "table")
     ui_color = "#d7e8fc"
 
     def __init__(
@@ -110,9 +122,19 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         re_resolve: bool = False,
         pins_topic: str = PINS_TOPIC,
         timeout: float = 30.0,
+        table: str | None = None,
+        table_format: str | None = None,
+        table_application: str | None = None,
+        spark_conn_id: str | None = None,
+        spark_conf: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.table = table
+        self.table_format = table_format
+        self.table_application = table_application
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
         self._set_subscription(topics, topic_pattern, partitions)
         self.start = start
         self.stop = stop
@@ -140,13 +162,70 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         for name in ("start", "stop"):
             value = getattr(self, name)
             if value is not None and checkable(value, rendered=rendered):
-                _parse(self.task_id, name, value)
+                spec = _parse(self.task_id, name, value)
+                if name == "stop" and _reads_table(spec):
+                    raise OffsetSpecError(
+                        f"{self.task_id}: stop: {spec} is a starting spec only (it says where "
+                        "the table's data ends); stop at 'latest', 'timestamp:<time>' or "
+                        "explicit offsets.")
+        self._check_table(rendered)
         if not checkable(self.group_id, rendered=rendered):
             return
         if rendered and (self.group_id is None or isinstance(self.group_id, str)):
             return  # a template rendered to "" means no group, as None does
         check_text(self.task_id, "group_id", self.group_id, allow_none=True,
                    meaning="a consumer group id")
+
+    def _check_table(self, rendered: bool) -> None:
+        """The table arguments: all three or none, and (once known) with a ``table`` start."""
+        task = self.task_id
+        given = {"table": self.table, "table_format": self.table_format,
+                 "table_application": self.table_application}
+        if all(v is None for v in given.values()):
+            if rendered or checkable(self.start, rendered=rendered):
+                start = _parse(task, "start", self.start) if self.start is not None else None
+                if start is not None and _reads_table(start):
+                    raise bad_argument(task, "table", None,
+                                       f"the start spec {start} reads the table the ingest "
+                                       "writes: pass table=, table_format= and "
+                                       "table_application=", problem="is missing")
+            return
+        for name, value in given.items():
+            if value is None:
+                raise bad_argument(task, name, None, "table=, table_format= and "
+                                   "table_application= go together (the start spec 'table' "
+                                   "reads them)", problem="is missing")
+        if checkable(self.table, rendered=rendered):
+            check_text(task, "table", self.table, meaning="the table the ingest task writes")
+        check_choice(task, "table_format", self.table_format, ("iceberg", "delta"))
+        check_text(task, "table_application", self.table_application,
+                   meaning="the ingest task's table_application, e.g. '<dag_id>.<task_id>'")
+        check_text(task, "spark_conn_id", self.spark_conn_id, allow_none=True,
+                   meaning="an Airflow connection id")
+        check_mapping(task, "spark_conf", self.spark_conf, meaning="Spark conf")
+
+    def table_offsets(self, start: Any) -> dict[tuple[str, int], int] | None:
+        """The stops the table records for ``table_application`` (a Spark session reads
+        them), when the start spec is ``table``; else None."""
+        if not _reads_table(start):
+            return None
+        if self.table is None:
+            raise bad_argument(self.task_id, "table", None,
+                               f"the start spec {start} reads the table the ingest writes: "
+                               "pass table=, table_format= and table_application=",
+                               problem="is missing")
+        from airflow_provider_kafka_spark.hooks.spark import SparkHook
+        from airflow_provider_kafka_spark.sinks.tables import table_offsets
+
+        spark = SparkHook(self.spark_conn_id, spark_conf=self.spark_conf,
+                          app_name=f"airflow-{self.dag_id}-{self.task_id}").get_conn()
+        found = table_offsets(spark, str(self.table).strip(),
+                              table_format=str(self.table_format),
+                              application=str(self.table_application))
+        self.log.info("The table %s records the stops of %s for %d partition(s): %s",
+                      self.table, self.table_application, len(found),
+                      ", ".join(f"{t}/{p}: {o}" for (t, p), o in sorted(found.items())[:50]))
+        return found
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.check_arguments(rendered=True)
@@ -178,6 +257,7 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
             start,
             stop,
             group_id=self.group_id or None,
+            table_offsets=self.table_offsets(start),
             isolation_level=self.isolation_level,
             on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
             on_open_transaction=self.on_open_transaction,  # type: ignore[arg-type]
@@ -214,6 +294,13 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                 "or schedule the DAG with a timetable that has data intervals."
             )
         return start, stop
+
+
+def _reads_table(spec: Any) -> bool:
+    """Whether the start spec is ``table`` (or explicit offsets defaulting to it)."""
+    if isinstance(spec, SpecificOffsets):
+        return isinstance(spec.default, FromTable)
+    return isinstance(spec, FromTable)
 
 
 def _interval_bound(task_id: str, context: Mapping[str, Any], key: str, name: str) -> datetime:

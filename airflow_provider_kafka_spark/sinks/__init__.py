@@ -8,7 +8,9 @@
 * :class:`FileSink` (``files/``): a folder of files per run, staged next to the run's
   folder and swapped in only when complete, with a manifest;
 * :class:`KafkaSink` (``kafka.py``): a Kafka topic through ``write_kafka`` (exactly-once by
-  default; see ``docs/exactly-once.md``).
+  default; see ``docs/exactly-once.md``);
+* :class:`IcebergSink`, :class:`DeltaSink` (``tables/``): a lakehouse table, one table commit
+  per run recording the run and its offsets (see ``docs/tables.md``).
 
 No Airflow import, and Spark is imported only when a sink is used, so the Airflow layer can
 import this package while a DAG file is parsed. Imports point one way:
@@ -28,5 +30,7 @@ from airflow_provider_kafka_spark.errors import SinkError
 from airflow_provider_kafka_spark.sinks.base import Sink
 from airflow_provider_kafka_spark.sinks.files import MANIFEST_NAME, FileSink
 from airflow_provider_kafka_spark.sinks.kafka import KafkaSink
+from airflow_provider_kafka_spark.sinks.tables import DeltaSink, IcebergSink, TableSink
 
-__all__ = ["MANIFEST_NAME", "FileSink", "KafkaSink", "Sink", "SinkError"]
+__all__ = ["MANIFEST_NAME", "DeltaSink", "FileSink", "IcebergSink", "KafkaSink", "Sink",
+           "SinkError", "TableSink"]

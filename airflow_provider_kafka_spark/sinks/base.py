@@ -28,7 +28,8 @@ class Sink(ABC):
       could not be decoded: ``key``, ``value`` as read, ``topic``, ``partition``, ``offset``,
       ``timestamp``, ``headers``, ``error``) go to the sink's dead-letter output, published
       and committed together with the output.
-    * :meth:`commit` publishes the write with the run's ``manifest`` (ranges and statistics).
+    * :meth:`commit` publishes the write with the run's ``manifest`` (ranges and statistics);
+      what it returns (a mapping, or None) is added to the output's description.
     * :meth:`abort` undoes what :meth:`prepare` and :meth:`write` left behind, as far as the
       sink can; it never raises (it runs while another exception propagates).
 
@@ -49,8 +50,9 @@ class Sink(ABC):
         """Write ``df`` (and ``dead_letters``); return :meth:`describe` completed with the
         write's results."""
 
-    def commit(self, manifest: Mapping[str, Any]) -> None:  # noqa: B027
-        """Make the write visible, with the run's manifest."""
+    def commit(self, manifest: Mapping[str, Any]) -> Mapping[str, Any] | None:  # noqa: B027
+        """Make the write visible, with the run's manifest; optionally return what the
+        commit adds to the output's description (a table sink writes in its commit)."""
 
     def abort(self) -> None:  # noqa: B027
         """Undo what :meth:`prepare` and :meth:`write` left behind; never raises."""

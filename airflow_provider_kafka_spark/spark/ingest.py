@@ -20,15 +20,16 @@ metrics and lineage):
 3. Read the ranges (``read_kafka``, cached: the statistics and the write read Kafka once),
    count them per partition (``summarize``), decode and apply ``on_corrupt`` before anything
    is written, transform, ``sink.write``.
-4. ``sink.commit`` with the manifest: the ranges and the statistics. After any failure in
-   steps 2-4, ``sink.abort`` instead.
+4. ``sink.commit`` with the manifest: the ranges and the statistics (what it returns
+   completes the output's description: a table sink's commit). After any failure in steps
+   2-4, ``sink.abort`` instead.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -91,8 +92,9 @@ class SinkProtocol(Protocol):
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
         """Write the records (and the dead letters); the output's description."""
 
-    def commit(self, manifest: Mapping[str, Any]) -> None:
-        """Make the write visible, with the run's manifest."""
+    def commit(self, manifest: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Make the write visible, with the run's manifest; optionally what the commit adds to
+        the output's description."""
 
     def abort(self) -> None:
         """Undo what ``prepare`` and ``write`` left behind; never raises."""
@@ -208,9 +210,11 @@ def ingest(
             result = IngestResult.of(offset_ranges, output, summaries=summaries,
                                      lost=lost.by_partition(), decode=counts,
                                      seconds=time.monotonic() - began)
-            sink.commit({"version": 1, **(manifest or {}),
-                         "written_at": datetime.now(UTC).isoformat(),
-                         "ranges": offset_ranges.to_dict(), **result.to_dict()})
+            committed = sink.commit({"version": 1, **(manifest or {}),
+                                     "written_at": datetime.now(UTC).isoformat(),
+                                     "ranges": offset_ranges.to_dict(), **result.to_dict()})
+            if committed:  # what the commit adds to the output's description (table sinks)
+                result = replace(result, output={**result.output, **committed})
         finally:
             records.unpersist()
     except BaseException:

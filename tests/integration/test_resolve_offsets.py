@@ -196,6 +196,37 @@ def test_committed_offsets_and_reset_strategies(kafka_config, topic):
         0: (0, 10), 1: (0, 12), 2: (0, 5)}
 
 
+def test_table_start_uses_the_recorded_stops_and_the_reset_for_the_others(kafka_config, topic):
+    recorded = {(topic, 0): 4, (topic, 1): 9}
+    assert resolve(kafka_config, topic, "table:earliest", "latest", table_offsets=recorded) == {
+        0: (4, 10), 1: (9, 12), 2: (0, 5)}
+    assert resolve(kafka_config, topic, "table:latest", "latest", table_offsets=recorded) == {
+        0: (4, 10), 1: (9, 12), 2: (5, 5)}
+    with pytest.raises(OffsetResolutionError, match=f"table records no stop .* 1 partition.*"
+                                                    f"{topic}/2.*'table:earliest'"):
+        resolve(kafka_config, topic, "table", "latest", table_offsets=recorded)
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "table:earliest",
+                             "latest", table_offsets=recorded)
+    assert ranges.starting == "table:earliest" and ranges.group_id is None
+    # Explicit offsets may default to the table's stops.
+    assert resolve(kafka_config, topic, SpecificOffsets({(topic, 2): 1}, default="table:earliest"),
+                   "latest", table_offsets=recorded) == {0: (4, 10), 1: (9, 12), 2: (1, 5)}
+
+
+def test_table_spec_misuse_is_refused_before_any_cluster_call() -> None:
+    nowhere = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: the checks come first
+    sub = Subscription.topics(["t"])
+    with pytest.raises(OffsetSpecError, match="needs table_offsets"):
+        resolve_offsets(nowhere, sub, "table", "latest")
+    with pytest.raises(OffsetSpecError, match="starting spec only"):
+        resolve_offsets(nowhere, sub, "earliest", "table", table_offsets={})
+    with pytest.raises(ConfigurationError, match="table_offsets are given but the starting spec "
+                                                 "is earliest"):
+        resolve_offsets(nowhere, sub, "earliest", "latest", table_offsets={("t", 0): 1})
+    with pytest.raises(ConfigurationError, match="table_offsets=.* is not valid"):
+        resolve_offsets(nowhere, sub, "table", "latest", table_offsets={("t", "0"): 1})
+
+
 def test_commit_refused_while_the_group_has_active_members(kafka_config, topic):
     group = f"g-{uuid.uuid4().hex[:8]}"
     consumer = Consumer({**kafka_config, "group.id": group, "enable.auto.commit": False})

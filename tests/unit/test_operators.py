@@ -131,6 +131,10 @@ def test_ingest_needs_exactly_one_sink_and_one_transformation() -> None:
         KafkaSparkIngestOperator(task_id="i", ranges={})
     with pytest.raises(ConfigurationError, match="exactly one sink.*got both"):
         KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", output_topic="t")
+    with pytest.raises(ConfigurationError, match="exactly one sink.*got both output_topic and "
+                                                 "output_table"):
+        KafkaSparkIngestOperator(task_id="i", ranges={}, output_topic="t", output_table="a.b.c",
+                                 table_format="iceberg")
     with pytest.raises(ConfigurationError, match="not both"):
         KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", sql="SELECT 1",
                                  transform=lambda df: df)

@@ -1,0 +1,307 @@
+"""The :class:`TableSink` steps shared by the Iceberg and the Delta sink, and
+the check of the output's columns against the table's.
+
+One run is one table commit. ``prepare`` checks the runtime, the table and the schema before
+anything is read; ``write`` only takes the DataFrame; ``commit`` (which has the run's ranges)
+looks for the run's rows in the table, and then either writes nothing (this write is already
+there: an earlier try committed it) or writes the rows and removes the run's earlier rows (a
+reprocessing, or other ranges) in **one** commit that records the run and the application's
+offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit that conflicts
+with a concurrent one is tried again from the look-up, up to ``max_commit_attempts`` times.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from abc import abstractmethod
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    KafkaSparkError,
+    TableError,
+    error_line,
+    kafka_errors,
+)
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
+from airflow_provider_kafka_spark.options import bad_argument, check_bool, check_positive_int, check_text
+from airflow_provider_kafka_spark.sinks.base import Sink
+from airflow_provider_kafka_spark.sinks.tables.commits import (
+    WRITE_COLUMN,
+    ApplicationState,
+    CommitRecord,
+    application_offsets,
+    merged,
+    run_prefix,
+    write_id,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, int]
+
+
+class TableSink(Sink):
+    """A table of a lakehouse format, written exactly once per run (subclasses:
+    :class:`~airflow_provider_kafka_spark.sinks.tables.IcebergSink`,
+    :class:`~airflow_provider_kafka_spark.sinks.tables.DeltaSink`).
+
+    :param table: the table's name in the session (``catalog.namespace.table``), or a Delta
+        table's path.
+    :param application: who writes: the name commits record and the ``table`` start spec looks
+        for (the ingest operator's default: ``<dag_id>.<task_id>``).
+    :param run: which run writes (the operator: the dag run id, and ``#<map index>`` for a
+        mapped task). A try of a run whose write is already in the table writes nothing.
+    :param generation: bump it to reprocess the run on purpose: its rows are replaced in one
+        commit (the operator passes the dag run's clear number, so a cleared run or a backfill
+        with ``--reprocess-behavior completed`` replaces its rows; a retry does not).
+    :param schema_evolution: add the output's columns that the table lacks (else such a column
+        is a ConfigurationError before the read).
+    :param commit_properties: more string properties each commit records (e.g. the Airflow
+        ids), under the ``kafka-spark.`` prefix.
+    :param max_commit_attempts: how often a commit that conflicts with a concurrent one is
+        tried again.
+    """
+
+    format_name = ""
+    """``iceberg`` or ``delta``."""
+
+    def __init__(self, table: str, *, application: str, run: str, generation: int = 0,
+                 schema_evolution: bool = False,
+                 commit_properties: Mapping[str, str] | None = None,
+                 max_commit_attempts: int = 5) -> None:
+        owner = type(self).__name__
+        check_text(owner, "table", table, meaning=self._table_meaning())
+        check_text(owner, "application", application,
+                   meaning="the name this application's commits record, e.g. 'orders.ingest'")
+        check_text(owner, "run", run, meaning="the run's id, e.g. the dag run id")
+        if type(generation) is not int or generation < 0:
+            raise bad_argument(owner, "generation", generation,
+                               "pass a whole number >= 0 (0, then one more per reprocessing)")
+        check_bool(owner, "schema_evolution", schema_evolution)
+        if commit_properties is not None and (
+                not isinstance(commit_properties, Mapping)
+                or not all(isinstance(k, str) and isinstance(v, str)
+                           for k, v in commit_properties.items())):
+            raise bad_argument(owner, "commit_properties", commit_properties,
+                               "pass a mapping of strings to strings, or None")
+        check_positive_int(owner, "max_commit_attempts", max_commit_attempts,
+                           meaning="how often a conflicting commit is tried", example=5)
+        self.table = table.strip()
+        self.application = application.strip()
+        self.run = run.strip()
+        self.generation = generation
+        self.schema_evolution = schema_evolution
+        self.commit_properties = dict(commit_properties or {})
+        self.max_commit_attempts = max_commit_attempts
+        self.location: str | None = None  # the table's location, once prepared
+        self._spark: SparkSession | None = None
+        self._df: DataFrame | None = None
+
+    @classmethod
+    def _table_meaning(cls) -> str:
+        return "the table's name, e.g. 'lake.db.orders'"
+
+    def describe(self) -> dict[str, Any]:
+        """``{"table", "format", "location", "application", "run", "write_id": None,
+        "records_written": 0, "committed": False, "skipped": False}`` (``commit`` completes
+        it; ``location`` is None before ``prepare``)."""
+        return {"table": self.table, "format": self.format_name, "location": self.location,
+                "application": self.application, "run": self.run, "write_id": None,
+                "records_written": 0, "committed": False, "skipped": False}
+
+    # -- the steps -----------------------------------------------------------------------
+
+    def prepare(self, spark: SparkSession, shaped: DataFrame) -> None:
+        """Check the format's runtime, that the table exists and is of this format, and that
+        ``shaped``'s columns fit it; then add the sink's column :data:`WRITE_COLUMN` to the
+        table when it lacks it (the only change before the commit).
+
+        Raises:
+            TableRuntimeError: the format's runtime is missing or built for another Spark.
+            ConfigurationError: an unknown catalog or table, a table of another format, a
+                column the table lacks (without ``schema_evolution``) or of another type.
+        """
+        self._spark = spark
+        self.check_runtime(spark)
+        schema = self.table_schema(spark)
+        _check_columns(type(self).__name__, self.table, shaped.schema, schema,
+                       self.schema_evolution)
+        self.ensure_write_column(spark, schema)
+        self.location = self.table_location(spark)
+
+    def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
+        """Keep ``df`` for :meth:`commit`, which writes it in the run's one table commit."""
+        if dead_letters is not None:
+            raise ConfigurationError(
+                f"{type(self).__name__}: a table sink takes no dead letters; ingest with "
+                "on_corrupt='fail' or 'skip'. Nothing was written.")
+        self._df = df
+        return self.describe()
+
+    def commit(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
+        """Write the run's rows in one table commit recording ``manifest["ranges"]`` (or,
+        when this write is already in the table, nothing); what the commit did:
+        ``{"write_id", "committed", "skipped", "commit", "records_written", "replaced"}``.
+
+        Raises:
+            TableError: the commit kept conflicting with concurrent commits, or failed.
+        """
+        if self._spark is None or self._df is None:
+            raise TableError(f"{type(self).__name__}: commit() before prepare() and write().")
+        ranges = OffsetRanges.from_json(manifest["ranges"])
+        wid = write_id(self.application, self.run, self.generation, ranges)
+        extra = {k: str(v) for k, v in self.commit_properties.items()}
+        for attempt in range(1, self.max_commit_attempts + 1):
+            with kafka_errors():
+                present = self.writes_of_run(self._spark)
+            if wid in present:
+                log.info("%s: the write %s of run %r is already in %s; nothing written.",
+                         type(self).__name__, wid, self.run, self.table)
+                return {"write_id": wid, "committed": False, "skipped": True, "commit": None,
+                        "records_written": 0, "replaced": []}
+            state = self.application_state(self._spark)
+            record = CommitRecord(self.application, self.run, wid,
+                                  tuple((r.topic, r.partition, r.start, r.stop) for r in ranges),
+                                  merged(state.offsets, ranges), state.newest, extra)
+            try:
+                with kafka_errors():
+                    done = self.commit_rows(self._spark, self._df, sorted(present), record)
+            except Exception as exc:
+                if not self.is_conflict(exc) or attempt == self.max_commit_attempts:
+                    if isinstance(exc, KafkaSparkError):
+                        raise
+                    raise TableError(
+                        f"{type(self).__name__}: the commit of run {self.run!r} to {self.table} "
+                        f"failed (attempt {attempt} of {self.max_commit_attempts}): "
+                        f"{error_line(exc)}. The table is as it was; retry the task.") from exc
+                pause = min(8.0, 0.5 * 2 ** (attempt - 1)) * (0.5 + random.random())
+                log.warning("%s: the commit to %s conflicted with a concurrent one (%s); "
+                            "trying again in %.1fs.", type(self).__name__, self.table,
+                            error_line(exc), pause)
+                time.sleep(pause)
+                continue
+            replaced = sorted(present)
+            log.info("%s: committed %s record(s) of run %r to %s (commit %s)%s.",
+                     type(self).__name__, done.get("records_written"), self.run, self.table,
+                     done.get("commit"),
+                     f", replacing the run's earlier write(s) {replaced}" if replaced else "")
+            return {"write_id": wid, "committed": True, "skipped": False, **done,
+                    "replaced": replaced}
+        raise AssertionError("unreachable")
+
+    def abort(self) -> None:
+        """Nothing to undo: the run's rows become visible only with its one commit (data files
+        a failed commit left are not part of the table; the format's orphan-file clean-up
+        removes them)."""
+        self._df = None
+
+    # -- what the formats do -------------------------------------------------------------
+
+    def writes_of_run(self, spark: SparkSession) -> set[str]:
+        """The write ids of this run found in the table's rows."""
+        from pyspark.sql import functions as F
+
+        prefix = run_prefix(self.application, self.run)
+        rows = (self.read_table(spark).where(F.col(WRITE_COLUMN).startswith(prefix))
+                .select(WRITE_COLUMN).distinct().collect())
+        return {row[0] for row in rows}
+
+    def application_state(self, spark: SparkSession) -> ApplicationState:
+        """The application's recorded stops and newest commit (see ``commits``)."""
+        with kafka_errors():
+            return application_offsets(self.commits(spark), self.application)
+
+    @abstractmethod
+    def check_runtime(self, spark: SparkSession) -> None:
+        """Raise TableRuntimeError unless the session can write this format."""
+
+    @abstractmethod
+    def table_schema(self, spark: SparkSession) -> StructType:
+        """The table's schema, once it is known to exist and be of this format."""
+
+    @abstractmethod
+    def ensure_write_column(self, spark: SparkSession, schema: StructType) -> None:
+        """Add :data:`WRITE_COLUMN` (and what the format needs for it) when missing."""
+
+    @abstractmethod
+    def table_location(self, spark: SparkSession) -> str | None:
+        """Where the table's files are (a path or URI), for lineage and assets."""
+
+    @abstractmethod
+    def read_table(self, spark: SparkSession) -> DataFrame:
+        """The table's current rows."""
+
+    @abstractmethod
+    def commits(self, spark: SparkSession) -> Iterator[tuple[str, Mapping[str, Any] | None]]:
+        """``(commit id, recorded properties)`` of the table's commits, newest first, lazily."""
+
+    @abstractmethod
+    def commit_rows(self, spark: SparkSession, df: DataFrame, replacing: list[str],
+                    record: CommitRecord) -> dict[str, Any]:
+        """One commit: ``df`` with :data:`WRITE_COLUMN` = ``record.write_id`` added, the rows
+        of the writes ``replacing`` removed, ``record`` recorded; ``{"commit",
+        "records_written"}``. Fails (without committing) when a concurrent commit wrote rows
+        of this run."""
+
+    @abstractmethod
+    def is_conflict(self, exc: BaseException) -> bool:
+        """Whether ``exc`` is the format's "a concurrent commit came first"."""
+
+
+_WIDENING = {"byte": 0, "short": 1, "integer": 2, "long": 3}
+
+
+def _check_columns(owner: str, table: str, output: StructType, schema: StructType,
+                   evolution: bool) -> None:
+    """Each output column must be a column of the table with the same type (or a narrower
+    integer, or a float into a double); columns the table lacks only with ``evolution``."""
+    if WRITE_COLUMN in output.names:
+        raise ConfigurationError(
+            f"{owner}: the output has a column {WRITE_COLUMN!r}, which the sink writes itself "
+            "(the write id of each row); drop or rename it in the transform.")
+    in_table = {f.name.lower(): f for f in schema.fields}
+    missing, different = [], []
+    for f in output.fields:
+        target = in_table.get(f.name.lower())
+        if target is None:
+            missing.append(f"{f.name} {f.dataType.simpleString()}")
+        elif not _fits(f.dataType, target.dataType):
+            different.append(f"{f.name}: output {f.dataType.simpleString()}, table "
+                             f"{target.dataType.simpleString()}")
+    if different:
+        raise ConfigurationError(
+            f"{owner}: the output's columns do not fit the table {table}: {'; '.join(different)}."
+            " Cast them in the transform (or sql) to the table's types. Nothing was read or "
+            "written.")
+    if missing and not evolution:
+        raise ConfigurationError(
+            f"{owner}: the table {table} lacks the output's column(s) {', '.join(missing)}. Add "
+            "them to the table (ALTER TABLE ... ADD COLUMNS), drop them in the transform, or "
+            "pass schema_evolution=True (table_schema_evolution=True on the operator) to add "
+            "them with the commit. Nothing was read or written.")
+
+
+def _fits(output: Any, table: Any) -> bool:
+    from pyspark.sql.types import ArrayType, DoubleType, FloatType, MapType, StructType
+
+    if isinstance(output, StructType) and isinstance(table, StructType):
+        fields = {f.name.lower(): f.dataType for f in table.fields}
+        return all(f.name.lower() in fields and _fits(f.dataType, fields[f.name.lower()])
+                   for f in output.fields)
+    if isinstance(output, ArrayType) and isinstance(table, ArrayType):
+        return _fits(output.elementType, table.elementType)
+    if isinstance(output, MapType) and isinstance(table, MapType):
+        return _fits(output.keyType, table.keyType) and _fits(output.valueType, table.valueType)
+    if output.typeName() in _WIDENING and table.typeName() in _WIDENING:
+        return _WIDENING[output.typeName()] <= _WIDENING[table.typeName()]
+    if isinstance(output, FloatType) and isinstance(table, DoubleType):
+        return True
+    return bool(output.simpleString() == table.simpleString())
