@@ -1,14 +1,19 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, Java 17 and Maven present):
 #   make demo   - start a local Kafka broker and run the demo ingestion
 #   make test   - run the whole test suite against a real broker, real Spark and a real Airflow
-#                 (its UI in Debian's chromium: `make browser` installs it when missing)
+#                 (its UI in Debian's chromium: `make browser` installs it when missing), then
+#                 the `tables` tier (tests/tables: Iceberg, Delta, PostgreSQL) in .venv-tables
 #   make airflow - a real local Airflow 3 (UI, scheduler, triggerer) with the example DAGs
 #                 and a broker; stop it with scripts/airflow-local stop
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+# The `tables` tier's venv: pyspark of the Spark line Iceberg and Delta publish runtimes for
+# (tools/tables_venv.py), this source tree (and the native module $(STAMP) built) on its path.
+TABLES_VENV := .venv-tables
+TABLES_STAMP := $(TABLES_VENV)/.installed
 
-.PHONY: test demo airflow browser lint setup clean
+.PHONY: test demo airflow browser lint setup tables-setup clean
 
 setup: $(STAMP)
 
@@ -23,6 +28,13 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/s
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
+tables-setup: $(TABLES_STAMP)
+
+$(TABLES_STAMP): $(STAMP) pyproject.toml tools/tables_venv.py
+	test -x $(TABLES_VENV)/bin/python || $(PYTHON) -m venv $(TABLES_VENV)
+	$(TABLES_VENV)/bin/python tools/tables_venv.py
+	touch $@
+
 # Debian's chromium, which Playwright drives in tests/deployed/test_ui_trigger_form.py (never a
 # Playwright browser download). apt-get runs only when `chromium` is missing; as root, or via sudo.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
@@ -33,8 +45,13 @@ browser:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
-test: setup browser
-	$(VENV)/bin/pytest
+# Both runs always run; the target fails when either did. (.venv's run leaves tests/tables out:
+# tests/conftest.py says so in its header.)
+test: setup tables-setup browser
+	status=0; \
+	$(VENV)/bin/pytest || status=$$?; \
+	$(TABLES_VENV)/bin/pytest tests/tables || status=$$?; \
+	exit $$status
 
 lint: setup
 	$(VENV)/bin/ruff check airflow_provider_kafka_spark tests dags benchmarks tools
@@ -47,4 +64,4 @@ airflow: setup
 	$(VENV)/bin/python scripts/airflow-local start
 
 clean:
-	rm -rf $(VENV) .cache
+	rm -rf $(VENV) $(TABLES_VENV) .cache

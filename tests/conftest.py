@@ -19,6 +19,7 @@ import pytest
 
 from tools.local_broker import local_broker
 from tools.local_registry import local_registry
+from tools.tables_venv import PYSPARK as TABLES_PYSPARK
 
 # The shared helpers (tests/support) fail with pytest's detailed assertion messages, like the
 # conftests and test modules they came from. (Before any of them is imported.)
@@ -33,6 +34,50 @@ import tests.support.airflow_env  # noqa: E402, F401  # isort: skip
 pytest_plugins = ["tests.support.dag_runs"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The `tables` tier (tests/tables) needs the PySpark of tools/tables_venv.py (Spark 4.1: Iceberg
+# and Delta publish no runtime for newer Spark); it runs under .venv-tables. Elsewhere it is not
+# collected, the header says so, and naming it on the command line is an error.
+TABLES_TIER = ROOT / "tests" / "tables"
+
+
+def _spark_line(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _installed_pyspark() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyspark")
+    except PackageNotFoundError:
+        return "none"
+
+
+PYSPARK_VERSION = _installed_pyspark()
+TABLES_HERE = _spark_line(PYSPARK_VERSION) == _spark_line(TABLES_PYSPARK)
+collect_ignore = [] if TABLES_HERE else ["tables"]
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if TABLES_HERE:
+        return (f"tables tier: pyspark {PYSPARK_VERSION} (.venv-tables), Iceberg and Delta jars "
+                "from tools/tables/pom.xml")
+    return (f"tables tier (tests/tables): not collected under pyspark {PYSPARK_VERSION}; it runs "
+            f"under .venv-tables (pyspark {TABLES_PYSPARK}): .venv-tables/bin/pytest tests/tables "
+            "(make test runs both)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if TABLES_HERE:
+        return
+    base = config.invocation_params.dir
+    for arg in config.args:
+        path = (base / arg.split("::", 1)[0]).resolve()
+        if path == TABLES_TIER or TABLES_TIER in path.parents:
+            raise pytest.UsageError(
+                f"tests/tables runs under .venv-tables (pyspark {TABLES_PYSPARK}, not "
+                f"{PYSPARK_VERSION}): make tables-setup, then .venv-tables/bin/pytest {arg}")
 
 # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
 # pytest closed its streams ("--- Logging error ---" noise).

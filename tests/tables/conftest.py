@@ -1,0 +1,105 @@
+"""The `tables` tier: Iceberg and Delta tables on real Spark and a real PostgreSQL.
+
+It runs under ``.venv-tables`` (``make tables-setup``; ``make test`` runs it after the main
+suite): PySpark of the Spark line Iceberg and Delta publish runtimes for (4.1, see
+``tools/tables_venv.py``) and the jars of ``tools/tables/pom.xml`` (Iceberg's Spark runtime,
+Delta, the PostgreSQL JDBC driver), fetched once into ``.cache/tables/jars``. Under ``.venv``'s
+newer PySpark the root conftest leaves this folder out and says so in pytest's header.
+
+Session fixtures: ``postgres`` (one server from Debian's binaries, ``tools/postgres_server.py``),
+``table_spark`` (one local[2] SparkSession with both runtimes; ``spark`` is the same session
+here, so shared helpers that take ``spark`` use it), the catalogs ``lake`` (Iceberg, Hadoop
+catalog in a folder) and ``pg`` (Iceberg's JdbcCatalog on that PostgreSQL) in it, and
+``pg_catalog``, pyiceberg's SqlCatalog on the same ``pg`` catalog. ``spark_catalog`` is Delta's,
+so ``delta.`<path>``` and Delta tables by name work. The root conftest's Kafka fixtures
+(``kafka_config``, ``new_topic``, ...) apply here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tools.postgres_server import Connection, local_postgres
+from tools.tables_jars import fetch_table_jars
+
+LAKE = "lake"
+PG = "pg"
+
+
+@dataclass(frozen=True)
+class Warehouses:
+    """Where the catalogs keep their tables' files."""
+
+    lake: Path
+    pg: Path
+
+
+@pytest.fixture(scope="session")
+def postgres(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connection]:
+    """One PostgreSQL server for the run (host, port, user, database, jdbc_url,
+    sqlalchemy_url), stopped by pid at the end."""
+    with local_postgres(tmp_path_factory.mktemp("postgres")) as connection:
+        yield connection
+
+
+@pytest.fixture(scope="session")
+def warehouses(tmp_path_factory: pytest.TempPathFactory) -> Warehouses:
+    return Warehouses(lake=tmp_path_factory.mktemp("lake-warehouse"),
+                      pg=tmp_path_factory.mktemp("pg-warehouse"))
+
+
+@pytest.fixture(scope="session")
+def table_spark(postgres: Connection, warehouses: Warehouses) -> Iterator[Any]:
+    """One local[2] SparkSession for the tier, with Iceberg and Delta, stopped at the end."""
+    from airflow_provider_kafka_spark.spark import spark_session
+
+    iceberg = "org.apache.iceberg.spark.SparkCatalog"
+    session = spark_session(
+        "local[2]",
+        app_name="airflow-provider-kafka-spark-tables",
+        jars=fetch_table_jars(),
+        conf={
+            "spark.ui.enabled": "false",
+            "spark.sql.shuffle.partitions": "4",
+            # Delta rebuilds a table's state in this many tasks (default 50: seconds per read).
+            "spark.databricks.delta.snapshotPartitions": "2",
+            "spark.sql.extensions": (
+                "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,"
+                "io.delta.sql.DeltaSparkSessionExtension"),
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            f"spark.sql.catalog.{LAKE}": iceberg,
+            f"spark.sql.catalog.{LAKE}.type": "hadoop",
+            f"spark.sql.catalog.{LAKE}.warehouse": warehouses.lake.as_uri(),
+            f"spark.sql.catalog.{PG}": iceberg,
+            f"spark.sql.catalog.{PG}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+            f"spark.sql.catalog.{PG}.uri": postgres.jdbc_url,
+            f"spark.sql.catalog.{PG}.jdbc.user": postgres.user,
+            f"spark.sql.catalog.{PG}.jdbc.schema-version": "V1",
+            f"spark.sql.catalog.{PG}.warehouse": warehouses.pg.as_uri(),
+        },
+    )
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(table_spark: Any) -> Any:
+    """In this tier ``spark`` is ``table_spark`` (one JVM; the root fixture's session would
+    fetch Spark's Kafka jars for this PySpark and come back as this one anyway)."""
+    return table_spark
+
+
+@pytest.fixture(scope="session")
+def pg_catalog(postgres: Connection, warehouses: Warehouses) -> Any:
+    """pyiceberg's SqlCatalog on the ``pg`` catalog: the same catalog name, PostgreSQL
+    database and warehouse as Spark's JdbcCatalog."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(PG, uri=postgres.sqlalchemy_url, warehouse=warehouses.pg.as_uri())
