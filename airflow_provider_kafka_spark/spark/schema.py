@@ -1,14 +1,19 @@
-"""The output schema of a Kafka read: identical to Spark's built-in ``kafka`` source; and the
-check that a DataFrame handed to ``decode_kafka`` or ``summarize`` has it."""
+"""The output schema of a Kafka read: identical to Spark's built-in ``kafka`` source; the
+check that a DataFrame handed to ``decode_kafka`` or ``summarize`` has it; and its Arrow form
+(UTC timestamps) on every pyspark 4.x."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from pyspark.sql import DataFrame
+from pyspark.sql.pandas import types as arrow_types
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -107,3 +112,20 @@ def spark_compares(df: DataFrame) -> str:
 
 def _case_sensitive(df: DataFrame) -> bool:
     return str(df.sparkSession.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+
+
+def utc_arrow_schema(schema: StructType) -> Any:
+    """The Arrow schema of ``schema``, timestamps in UTC (pyspark 4.3 takes ``timezone=``,
+    4.0-4.2 ``timestamp_utc=``)."""
+    return _utc(arrow_types.to_arrow_schema, schema)
+
+
+def utc_arrow_type(data_type: DataType) -> Any:
+    """The Arrow type of ``data_type``, timestamps in UTC (as :func:`utc_arrow_schema`)."""
+    return _utc(arrow_types.to_arrow_type, data_type)
+
+
+def _utc(convert: Any, value: Any) -> Any:
+    if "timezone" in inspect.signature(convert).parameters:
+        return convert(value, timezone="UTC")
+    return convert(value, timestamp_utc=True)

@@ -162,7 +162,7 @@ class DeltaSink(TableSink):
         from pyspark.sql import functions as F
 
         ids = ", ".join(f"'{w}'" for w in [*replacing, record.write_id])  # URL-quoted: no '
-        writer = (df.withColumn(WRITE_COLUMN, F.lit(record.write_id)).write.format("delta")
+        writer = (df.withColumn(WRITE_COLUMN, F.lit(record.write_id).cast("string")).write.format("delta")
                   .mode("overwrite")
                   .option("replaceWhere", f"{WRITE_COLUMN} IN ({ids})")
                   .option("userMetadata", json.dumps(record.to_properties(), sort_keys=True))

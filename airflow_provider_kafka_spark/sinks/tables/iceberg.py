@@ -48,7 +48,6 @@ class IcebergSink(TableSink):
     def check_runtime(self, spark: SparkSession) -> None:
         """The catalog is configured as an Iceberg catalog, and the session's Spark has an
         Iceberg runtime (1.12 publishes them for Spark up to 4.1)."""
-        catalog = self.catalog(spark)
         minor = ".".join(spark.version.split(".")[:2])
         if minor not in ICEBERG_SPARK_VERSIONS:
             raise TableRuntimeError(
@@ -56,6 +55,7 @@ class IcebergSink(TableSink):
                 f"publishes no runtime (Iceberg 1.12 has iceberg-spark-runtime for Spark "
                 f"{', '.join(ICEBERG_SPARK_VERSIONS)}). Run the ingest on pyspark 4.1 with "
                 f"{runtime_artifact('4.1')} (README: 'Tables'). Nothing was read or written.")
+        catalog = self.catalog(spark)
         jars = " ".join(spark.conf.get(k, "") or "" for k in ("spark.jars", "spark.jars.packages"))
         found = re.findall(r"iceberg-spark-runtime-(\d+\.\d+)_", jars)
         if found and minor not in found:
@@ -163,7 +163,7 @@ class IcebergSink(TableSink):
         from pyspark.sql import functions as F
 
         head = next(iter(self.commits(spark)), None)
-        writer = df.withColumn(WRITE_COLUMN, F.lit(record.write_id)).writeTo(self.table)
+        writer = df.withColumn(WRITE_COLUMN, F.lit(record.write_id).cast("string")).writeTo(self.table)
         for key, value in record.to_properties().items():
             writer = writer.option(f"snapshot-property.{key}", value)
         writer = writer.option("isolation-level", "serializable")

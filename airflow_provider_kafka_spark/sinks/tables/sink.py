@@ -104,6 +104,7 @@ class TableSink(Sink):
         self.location: str | None = None  # the table's location, once prepared
         self._spark: SparkSession | None = None
         self._df: DataFrame | None = None
+        self._schema: StructType | None = None
 
     @classmethod
     def _table_meaning(cls) -> str:
@@ -134,7 +135,20 @@ class TableSink(Sink):
         schema = self.table_schema(spark)
         _check_columns(type(self).__name__, self.table, shaped.schema, schema,
                        self.schema_evolution)
-        self.ensure_write_column(spark, schema)
+        for attempt in range(1, 4):  # another writer may be adding the column right now
+            try:
+                self.ensure_write_column(spark, schema)
+                break
+            except Exception as exc:
+                if attempt == 3:
+                    raise TableError(
+                        f"{type(self).__name__}: could not add the column {WRITE_COLUMN} to "
+                        f"{self.table}: {error_line(exc)}. Nothing was read or written; retry, "
+                        f"or add it yourself (ALTER TABLE ... ADD COLUMNS ({WRITE_COLUMN} "
+                        "STRING)).") from exc
+                time.sleep(0.5 * attempt)
+                schema = self.table_schema(spark)
+        self._schema = self.table_schema(spark)
         self.location = self.table_location(spark)
 
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
@@ -143,7 +157,7 @@ class TableSink(Sink):
             raise ConfigurationError(
                 f"{type(self).__name__}: a table sink takes no dead letters; ingest with "
                 "on_corrupt='fail' or 'skip'. Nothing was written.")
-        self._df = df
+        self._df = _in_table_order(df, self._schema)
         return self.describe()
 
     def commit(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
@@ -254,6 +268,27 @@ class TableSink(Sink):
     @abstractmethod
     def is_conflict(self, exc: BaseException) -> bool:
         """Whether ``exc`` is the format's "a concurrent commit came first"."""
+
+
+def _in_table_order(df: DataFrame, schema: StructType | None) -> DataFrame:
+    """``df``'s columns in the table's order, then the new ones (schema evolution), then
+    :data:`WRITE_COLUMN` where the table has it: Iceberg's writer wants the table's order."""
+    from pyspark.sql import functions as F
+
+    if schema is None:
+        return df
+    by_name = {c.lower(): c for c in df.columns}
+    ordered = [by_name[f.name.lower()] for f in schema.fields if f.name.lower() in by_name]
+    ordered += [c for c in df.columns if c not in ordered]
+    placed = [F.col(f"`{c}`") for c in ordered]
+    if WRITE_COLUMN in schema.names:  # the commit fills it in; keep its place
+        names = [f.name for f in schema.fields if f.name.lower() in by_name or
+                 f.name == WRITE_COLUMN]
+        placed = [F.lit(None).cast("string").alias(WRITE_COLUMN) if n == WRITE_COLUMN
+                  else F.col(f"`{by_name[n.lower()]}`") for n in names]
+        placed += [F.col(f"`{c}`") for c in df.columns
+                   if c.lower() not in {n.lower() for n in names}]
+    return df.select(*placed)
 
 
 _WIDENING = {"byte": 0, "short": 1, "integer": 2, "long": 3}

@@ -18,7 +18,6 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka.schema_registry.error import SchemaRegistryError as _ClientError
 from confluent_kafka.serialization import MessageField, SerializationContext
-from pyspark.sql.pandas.types import to_arrow_type
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from airflow_provider_kafka_spark.errors import SchemaRegistryError, WriteConfigError
@@ -31,6 +30,7 @@ from airflow_provider_kafka_spark.spark.formats.registry import (
     unreachable,
     url_of,
 )
+from airflow_provider_kafka_spark.spark.schema import utc_arrow_type
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def _decode_batch(batch: pa.RecordBatch, codecs: tuple[FieldCodec, ...],
             except _Corrupt as exc:
                 values.append(None)
                 errors.append(str(exc))
-        arrow_type = to_arrow_type(codec.spark_type, timezone="UTC")
+        arrow_type = utc_arrow_type(codec.spark_type)
         columns += [_arrow(values, errors, arrow_type, codec.field), pa.array(errors, pa.string())]
         names += [f"_{codec.field}_decoded", f"_{codec.field}_error"]
     return pa.RecordBatch.from_arrays(columns, names=names)

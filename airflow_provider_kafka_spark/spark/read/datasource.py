@@ -43,7 +43,6 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 from pyspark.accumulators import Accumulator, AccumulatorParam
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, DataLossError, KafkaReadError
@@ -60,7 +59,7 @@ from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionR
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 from airflow_provider_kafka_spark.spark.native import SliceReader
 from airflow_provider_kafka_spark.spark.read.splits import plan_splits
-from airflow_provider_kafka_spark.spark.schema import kafka_schema
+from airflow_provider_kafka_spark.spark.schema import kafka_schema, utc_arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +86,7 @@ _PERMANENT_CODES = frozenset({
     KafkaError._SSL,
     KafkaError._INVALID_ARG,
 })
+
 
 
 def kafka_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
@@ -261,7 +261,7 @@ class KafkaBoundedReader(DataSourceReader):
             include_headers=self.include_headers,
             on_data_loss=self.on_data_loss,
             poll_timeout=self.poll_timeout,
-            arrow_schema=to_arrow_schema(self.schema, timezone="UTC"),
+            arrow_schema=utc_arrow_schema(self.schema),
             on_skip=(None if self.lost_offsets is None
                      else functools.partial(self._count_skipped, partition.split)),
         )
@@ -306,7 +306,7 @@ def read_split(
     poll_seconds = check_timeout(poll_timeout, "poll_timeout")
     if split.start >= split.stop:
         return
-    schema = arrow_schema or to_arrow_schema(kafka_schema(include_headers), timezone="UTC")
+    schema = arrow_schema or utc_arrow_schema(kafka_schema(include_headers))
     watch = AuthenticationWatch(consumer_config(kafka_config, isolation_level=isolation_level))
     settings = native_settings(watch.settings)
     reader = new_client(lambda _: SliceReader(settings, split.topic, split.partition,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -231,8 +232,22 @@ def read_kafka(
     if during_read is not None:
         options[LOST_OFFSETS_OPTION] = str(during_read.aid)
     read_options(options)  # the data source's own checks, before Spark sees the options
-    spark.dataSource.register(KafkaBoundedDataSource)
+    _register(spark)
     return spark.read.format(FORMAT_NAME).options(**options).load()
+
+
+_REGISTERING = threading.Lock()
+
+
+def _register(spark: Any) -> None:
+    """Register the data source with the session; reads started at once from several threads
+    of one session (concurrent ingests) register it once, not racing each other."""
+    with _REGISTERING:
+        try:
+            spark.dataSource.register(KafkaBoundedDataSource)
+        except Exception as exc:
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+                raise
 
 
 def _check_session(spark: object) -> None:

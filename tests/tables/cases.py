@@ -1,0 +1,132 @@
+"""The tables the `tables` tier writes, one kind per case, and how the tests look at them: the
+rows (exact multisets), the commits the sink recorded, and a reader that is not Spark."""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_provider_kafka_spark.offsets import OffsetRanges, PartitionRange
+from airflow_provider_kafka_spark.sinks.tables import (
+    WRITE_COLUMN,
+    CommitRecord,
+    TableSink,
+    table_sink,
+)
+from airflow_provider_kafka_spark.spark import ingest
+
+KINDS = ("iceberg-hadoop", "iceberg-jdbc", "delta-path", "delta-catalog")
+COLUMNS = "topic STRING, `partition` INT, `offset` BIGINT, key STRING, value STRING"
+SQL = ("SELECT topic, `partition`, `offset`, CAST(key AS STRING) AS key, "
+       "CAST(value AS STRING) AS value FROM kafka")
+UPPER_SQL = SQL.replace("CAST(value AS STRING)", "upper(CAST(value AS STRING))")
+
+Row = tuple[int, int, str, str]
+"""(partition, offset, key, value)."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of a test: its kind, its name (or path) and format."""
+
+    kind: str
+    name: str
+    format: str
+
+    def sink(self, run: str, application: str = "app", **kwargs: Any) -> TableSink:
+        return table_sink(self.format, self.name, application=application, run=run, **kwargs)
+
+    def df(self, spark: Any) -> Any:
+        if self.kind == "delta-path":
+            return spark.read.format("delta").load(self.name)
+        return spark.table(self.name)
+
+    def rows(self, spark: Any) -> Counter[Row]:
+        """The table's rows as an exact multiset."""
+        return Counter((r["partition"], r["offset"], r["key"], r["value"])
+                       for r in self.df(spark).collect())
+
+    def writes(self, spark: Any) -> Counter[str]:
+        """Rows per write id."""
+        return Counter(r[0] for r in self.df(spark).select(WRITE_COLUMN).collect())
+
+    def records(self, spark: Any) -> list[CommitRecord]:
+        """The sink's commit records, newest first."""
+        sink = self.sink("-")
+        return [r for _, p in sink.commits(spark)
+                if (r := CommitRecord.from_properties(p)) is not None]
+
+    def commit_count(self, spark: Any) -> int:
+        return sum(1 for _ in self.sink("-").commits(spark))
+
+
+def create(spark: Any, kind: str, warehouse: Path, columns: str = COLUMNS,
+           partitioned_by: str = "") -> Table:
+    """A new empty table of ``kind`` with ``columns``."""
+    suffix = uuid.uuid4().hex[:10]
+    clause = f" PARTITIONED BY ({partitioned_by})" if partitioned_by else ""
+    if kind.startswith("iceberg"):
+        catalog = "lake" if kind == "iceberg-hadoop" else "pg"
+        spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+        name = f"{catalog}.db.t_{suffix}"
+        spark.sql(f"CREATE TABLE {name} ({columns}) USING iceberg{clause}")
+        return Table(kind, name, "iceberg")
+    if kind == "delta-path":
+        path = str(warehouse / f"delta_{suffix}")
+        spark.sql(f"CREATE TABLE delta.`{path}` ({columns}) USING delta{clause}")
+        return Table(kind, path, "delta")
+    name = f"default.t_{suffix}"
+    spark.sql(f"CREATE TABLE {name} ({columns}) USING delta{clause}")
+    return Table(kind, name, "delta")
+
+
+def expected(records: list[tuple[int, bytes | None, bytes, int]], ranges: OffsetRanges,
+             upper: bool = False) -> Counter[Row]:
+    """The rows ``ranges`` hold of ``records`` produced in order (offsets from 0 per
+    partition, no transactions)."""
+    offsets: Counter[int] = Counter()
+    rows: Counter[Row] = Counter()
+    bounds = {r.partition: (r.start, r.stop) for r in ranges}
+    for partition, key, value, _ in records:
+        offset = offsets[partition]
+        offsets[partition] += 1
+        start, stop = bounds.get(partition, (0, 0))
+        if start <= offset < stop:
+            text = value.decode()
+            rows[(partition, offset, (key or b"").decode(), text.upper() if upper else text)] += 1
+    return rows
+
+
+def ranges_of(topic: str, bounds: dict[int, tuple[int, int]]) -> OffsetRanges:
+    return OffsetRanges(tuple(PartitionRange(topic, p, a, b) for p, (a, b) in bounds.items()))
+
+
+def run_ingest(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, sink: TableSink,
+               sql: str = SQL) -> dict[str, Any]:
+    """One ingest of ``ranges`` into ``sink``; its output description."""
+    return dict(ingest(spark, ranges, kafka_config, sink, sql=sql).output)
+
+
+def reader(kind: str, pg_catalog: Any) -> Callable[[Table], Counter[Row]] | None:
+    """The rows as a reader that is not Spark sees them (pyiceberg through the same catalog,
+    delta-rs), or None for kinds those readers do not open by themselves."""
+    if kind == "iceberg-jdbc":
+        def through_catalog(table: Table) -> Counter[Row]:
+            arrow = pg_catalog.load_table(table.name.split(".", 1)[1]).scan().to_arrow()
+            return _counted(arrow.to_pylist())
+        return through_catalog
+    if kind == "delta-path":
+        def through_delta_rs(table: Table) -> Counter[Row]:
+            from deltalake import DeltaTable
+
+            return _counted(DeltaTable(table.name).to_pyarrow_table().to_pylist())
+        return through_delta_rs
+    return None
+
+
+def _counted(rows: list[dict[str, Any]]) -> Counter[Row]:
+    return Counter((r["partition"], r["offset"], r["key"], r["value"]) for r in rows)

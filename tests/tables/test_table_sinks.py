@@ -1,0 +1,258 @@
+"""Exactly once into Iceberg (Hadoop and JDBC-on-PostgreSQL catalogs) and Delta (path and
+catalog tables), by the table's own state: retries, reprocessing, ranges resolved anew,
+concurrent runs and the ``table`` start spec, each checked as exact multisets of rows and the
+commits the table records; pyiceberg and delta-rs see the same rows as Spark."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
+    Subscription,
+    resolve_offsets,
+)
+from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN, table_offsets
+from tests.tables.cases import (
+    KINDS,
+    SQL,
+    UPPER_SQL,
+    create,
+    expected,
+    ranges_of,
+    reader,
+    run_ingest,
+)
+from tools.kafka_records import produce
+
+pytestmark = [pytest.mark.tables, pytest.mark.spark, pytest.mark.integration]
+
+NOW = int(time.time() * 1000)
+
+
+def records(partitions: int, per_partition: int, tag: str = "") -> list[Any]:
+    return [(p, f"k{p}-{tag}{i}".encode(), f"v{p}-{tag}{i}".encode(), NOW + i)
+            for i in range(per_partition) for p in range(partitions)]
+
+
+@pytest.fixture(scope="module")
+def topic(kafka_config: dict[str, Any]) -> Any:
+    """A 3-partition topic holding 20 records per partition (offsets 0..19)."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"tables-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(kafka_config)
+    admin.create_topics([NewTopic(name, 3)])[name].result(30)
+    data = records(3, 20)
+    produce(kafka_config, name, data)
+    yield name, data
+    admin.delete_topics([name])[name].result(30)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_run_lands_once_a_retry_writes_nothing_and_a_reprocessing_replaces_it(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any,
+        pg_catalog: Any, kind: str) -> None:
+    name, data = topic
+    table = create(table_spark, kind, warehouses.lake)
+    ranges = ranges_of(name, {0: (0, 10), 1: (5, 15), 2: (0, 20)})
+
+    first = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"))
+    assert first["committed"] and not first["skipped"] and first["records_written"] == 40
+    assert first["replaced"] == [] and first["location"]
+    assert table.rows(table_spark) == expected(data, ranges)
+    assert table.writes(table_spark) == Counter({first["write_id"]: 40})
+    [record] = table.records(table_spark)
+    assert (record.application, record.run, record.write_id) == ("app", "run-1",
+                                                                  first["write_id"])
+    assert record.ranges == ((name, 0, 0, 10), (name, 1, 5, 15), (name, 2, 0, 20))
+    assert record.offsets == {(name, 0): 10, (name, 1): 15, (name, 2): 20}
+    commits = table.commit_count(table_spark)
+
+    # A retry of the same run (same generation, same ranges): the table says it is done.
+    again = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"))
+    assert again["skipped"] and not again["committed"] and again["records_written"] == 0
+    assert again["write_id"] == first["write_id"]
+    assert table.rows(table_spark) == expected(data, ranges)
+    assert table.commit_count(table_spark) == commits
+
+    # Reprocessing on purpose (the run was cleared: generation 1) with a changed transform:
+    # the run's rows are replaced in one new commit.
+    redo = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1", generation=1),
+                      sql=UPPER_SQL)
+    assert redo["committed"] and redo["replaced"] == [first["write_id"]]
+    assert table.rows(table_spark) == expected(data, ranges, upper=True)
+    assert table.commit_count(table_spark) == commits + 1
+    assert [r.write_id for r in table.records(table_spark)][0] == redo["write_id"]
+
+    # Ranges resolved anew for the run (re_resolve): exactly the new ranges' rows remain.
+    wider = ranges_of(name, {0: (0, 20), 1: (5, 20), 2: (0, 20)})
+    run_ingest(table_spark, kafka_config, wider, table.sink("run-1", generation=1))
+    assert table.rows(table_spark) == expected(data, wider)
+    # Another run's rows are never touched by this run's replacements.
+    other = ranges_of(name, {0: (0, 3)})
+    run_ingest(table_spark, kafka_config, other, table.sink("run-2"))
+    run_ingest(table_spark, kafka_config, wider, table.sink("run-1", generation=2))
+    assert table.rows(table_spark) == expected(data, wider) + expected(data, other)
+
+    read_elsewhere = reader(kind, pg_catalog)
+    if read_elsewhere is not None:
+        assert read_elsewhere(table) == table.rows(table_spark)
+
+
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+def test_two_runs_committing_at_once_both_land(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any,
+        kind: str) -> None:
+    name, data = topic
+    table = create(table_spark, kind, warehouses.lake)
+    hours = {"hour-3": ranges_of(name, {0: (0, 10), 1: (0, 10), 2: (0, 10)}),
+             "hour-4": ranges_of(name, {0: (10, 20), 1: (10, 20), 2: (10, 20)})}
+    outputs: dict[str, Any] = {}
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(len(hours))
+
+    def run(run_id: str) -> None:
+        try:
+            sink = table.sink(run_id)
+            barrier.wait(30)
+            outputs[run_id] = run_ingest(table_spark, kafka_config, hours[run_id], sink)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in hours]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    if failures:
+        raise failures[0]
+    assert all(o["committed"] for o in outputs.values())
+    assert table.rows(table_spark) == expected(data, hours["hour-3"]) + expected(
+        data, hours["hour-4"])
+    assert sorted(r.run for r in table.records(table_spark)) == ["hour-3", "hour-4"]
+    # Whichever committed last, the application's stops cover both runs.
+    assert table_offsets(table_spark, table.name, table_format=table.format,
+                         application="app") == {(name, 0): 20, (name, 1): 20, (name, 2): 20}
+
+
+@pytest.mark.parametrize("kind", ["iceberg-jdbc", "delta-catalog"])
+def test_the_table_start_spec_reads_every_record_once_over_five_runs(
+        table_spark: Any, kafka_config: dict[str, Any], new_topic: Any, warehouses: Any,
+        kind: str) -> None:
+    name = new_topic(partitions=2)
+    table = create(table_spark, kind, warehouses.lake)
+    subscription = Subscription.topics([name])
+    produced: list[Any] = []
+    for run in range(5):
+        batch = [(p, f"k{p}-{run}-{i}".encode(), f"v{p}-{run}-{i}".encode(), NOW + i)
+                 for i in range(3 + run) for p in range(2)]
+        produce(kafka_config, name, batch)
+        produced += batch
+        recorded = table_offsets(table_spark, table.name, table_format=table.format,
+                                 application="hourly")
+        ranges = resolve_offsets(kafka_config, subscription, "table:earliest", "latest",
+                                 table_offsets=recorded)
+        assert ranges.group_id is None  # no consumer group anywhere
+        if run:
+            assert {(r.topic, r.partition): r.start for r in ranges} == recorded
+        out = run_ingest(table_spark, kafka_config, ranges,
+                         table.sink(f"run-{run}", application="hourly"))
+        assert out["records_written"] == len(batch)
+    everything = ranges_of(name, {0: (0, 25), 1: (0, 25)})
+    assert table.rows(table_spark) == expected(produced, everything)
+    assert sum(table.rows(table_spark).values()) == len(produced) == 50
+    assert table_offsets(table_spark, table.name, table_format=table.format,
+                         application="hourly") == {(name, 0): 25, (name, 1): 25}
+
+
+def test_an_iceberg_table_partitioned_by_hour_keeps_its_partitioning(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any) -> None:
+    name, data = topic
+    table = create(table_spark, "iceberg-hadoop", warehouses.lake,
+                   columns="topic STRING, `partition` INT, `offset` BIGINT, key STRING, "
+                           "value STRING, `timestamp` TIMESTAMP",
+                   partitioned_by="hours(`timestamp`), `partition`")
+    ranges = ranges_of(name, {0: (0, 20), 1: (0, 20), 2: (0, 20)})
+    sql = SQL.replace(" FROM kafka", ", `timestamp` FROM kafka")
+    run_ingest(table_spark, kafka_config, ranges, table.sink("r"), sql=sql)
+    run_ingest(table_spark, kafka_config, ranges, table.sink("r", generation=1), sql=sql)
+    assert table.rows(table_spark) == expected(data, ranges)
+    spec = table_spark.sql(f"SELECT partition FROM {table.name}.partitions").collect()
+    assert {r["partition"]["partition"] for r in spec} == {0, 1, 2}
+
+
+UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1", "socket.timeout.ms": 1000}
+"""A Kafka config nothing answers at: an error before the read is the sink's, not Kafka's."""
+
+
+@pytest.mark.parametrize(
+    ("kind", "table_name", "sql", "message"),
+    [
+        ("iceberg-hadoop", "nocatalog.db.orders", SQL, "names the catalog 'nocatalog', which the "
+                                                       "session does not know"),
+        ("iceberg-hadoop", "lake.db.missing_table", SQL, "does not exist. Create it first"),
+        ("iceberg-hadoop", "{table}", SQL.replace("CAST(key AS STRING)", "`offset`"),
+         r"do not fit the table .*key: output bigint, table string"),
+        ("iceberg-hadoop", "{table}", SQL.replace(" FROM kafka", ", 1.5 AS extra FROM kafka"),
+         "lacks the output's column.*extra decimal"),
+        ("iceberg-hadoop", "{table}", SQL.replace(" FROM kafka", ", 'x' AS _kafka_spark_write "
+                                                                 "FROM kafka"),
+         "has a column '_kafka_spark_write', which the sink writes itself"),
+        ("delta-path", "{warehouse}/not_a_table", SQL, "no Delta table at the path"),
+        ("delta-catalog", "default.missing_delta", SQL, "no Delta table named"),
+    ],
+)
+def test_bad_tables_and_schemas_fail_before_anything_is_read_or_written(
+        table_spark: Any, topic: Any, warehouses: Any, kind: str, table_name: str, sql: str,
+        message: str) -> None:
+    name, _ = topic
+    table = create(table_spark, kind, warehouses.lake)
+    target = table_name.format(table=table.name, warehouse=warehouses.lake)
+    from airflow_provider_kafka_spark.sinks.tables import table_sink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    sink = table_sink(table.format, target, application="app", run="r")
+    with pytest.raises(ConfigurationError, match=message):
+        ingest(table_spark, ranges_of(name, {0: (0, 5)}), UNREACHABLE, sink, sql=sql)
+    assert table.rows(table_spark) == Counter()
+
+
+def test_a_table_of_the_other_format_is_refused_before_the_read(
+        table_spark: Any, topic: Any, warehouses: Any) -> None:
+    from airflow_provider_kafka_spark.sinks import DeltaSink, IcebergSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    name, _ = topic
+    ranges = ranges_of(name, {0: (0, 5)})
+    delta = create(table_spark, "delta-catalog", warehouses.lake)
+    iceberg = create(table_spark, "iceberg-hadoop", warehouses.lake)
+    with pytest.raises(ConfigurationError, match="not an Iceberg catalog; write a Delta table"):
+        ingest(table_spark, ranges, UNREACHABLE,
+               IcebergSink(f"spark_catalog.{delta.name}", application="a", run="r"), sql=SQL)
+    with pytest.raises(ConfigurationError, match="is a iceberg table, not a Delta table|no "
+                                                 "Delta table named"):
+        ingest(table_spark, ranges, UNREACHABLE,
+               DeltaSink(iceberg.name, application="a", run="r"), sql=SQL)
+
+
+def test_schema_evolution_adds_the_missing_column_with_the_commit(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any) -> None:
+    name, data = topic
+    for kind in ("iceberg-hadoop", "delta-path"):
+        table = create(table_spark, kind, warehouses.lake)
+        ranges = ranges_of(name, {1: (0, 4)})
+        sql = SQL.replace(" FROM kafka", ", length(value) AS size FROM kafka")
+        run_ingest(table_spark, kafka_config, ranges, table.sink("r", schema_evolution=True),
+                   sql=sql)
+        df = table.df(table_spark)
+        assert {"size", WRITE_COLUMN} <= set(df.columns)
+        assert sorted(r["size"] for r in df.collect()) == [4, 4, 4, 4]  # 'v1-0'..'v1-3'
+        assert table.rows(table_spark) == expected(data, ranges)
