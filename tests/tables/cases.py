@@ -36,6 +36,8 @@ class Table:
     kind: str
     name: str
     format: str
+    location: str = ""
+    """Where the files are (a Delta table's folder)."""
 
     def sink(self, run: str, application: str = "app", **kwargs: Any) -> TableSink:
         return table_sink(self.format, self.name, application=application, run=run, **kwargs)
@@ -78,10 +80,11 @@ def create(spark: Any, kind: str, warehouse: Path, columns: str = COLUMNS,
     if kind == "delta-path":
         path = str(warehouse / f"delta_{suffix}")
         spark.sql(f"CREATE TABLE delta.`{path}` ({columns}) USING delta{clause}")
-        return Table(kind, path, "delta")
+        return Table(kind, path, "delta", path)
     name = f"default.t_{suffix}"
     spark.sql(f"CREATE TABLE {name} ({columns}) USING delta{clause}")
-    return Table(kind, name, "delta")
+    location = spark.sql(f"DESCRIBE DETAIL {name}").first()["location"]
+    return Table(kind, name, "delta", location.removeprefix("file:"))
 
 
 def expected(records: list[tuple[int, bytes | None, bytes, int]], ranges: OffsetRanges,
@@ -113,17 +116,18 @@ def run_ingest(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, s
 
 def reader(kind: str, pg_catalog: Any) -> Callable[[Table], Counter[Row]] | None:
     """The rows as a reader that is not Spark sees them (pyiceberg through the same catalog,
-    delta-rs), or None for kinds those readers do not open by themselves."""
+    delta-rs on the table's folder), or None for the Hadoop catalog, which pyiceberg has no
+    catalog for."""
     if kind == "iceberg-jdbc":
         def through_catalog(table: Table) -> Counter[Row]:
             arrow = pg_catalog.load_table(table.name.split(".", 1)[1]).scan().to_arrow()
             return _counted(arrow.to_pylist())
         return through_catalog
-    if kind == "delta-path":
+    if kind.startswith("delta"):
         def through_delta_rs(table: Table) -> Counter[Row]:
             from deltalake import DeltaTable
 
-            return _counted(DeltaTable(table.name).to_pyarrow_table().to_pylist())
+            return _counted(DeltaTable(table.location).to_pyarrow_table().to_pylist())
         return through_delta_rs
     return None
 

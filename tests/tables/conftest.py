@@ -72,6 +72,8 @@ def table_spark(postgres: Connection, warehouses: Warehouses) -> Iterator[Any]:
                 "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,"
                 "io.delta.sql.DeltaSparkSessionExtension"),
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            # Managed (catalog) Delta tables go to a temporary folder, not the working dir.
+            "spark.sql.warehouse.dir": warehouses.lake.joinpath("spark-warehouse").as_uri(),
             f"spark.sql.catalog.{LAKE}": iceberg,
             f"spark.sql.catalog.{LAKE}.type": "hadoop",
             f"spark.sql.catalog.{LAKE}.warehouse": warehouses.lake.as_uri(),

@@ -122,6 +122,7 @@ class DeltaSink(TableSink):
                 "[LOCATION '<path>']); the sink adds its column itself. Nothing was read or "
                 "written.") from exc
         fmt = (detail["format"] or "").lower() if detail is not None else ""
+        self._location = detail["location"] if detail is not None else None
         if fmt != "delta":
             raise ConfigurationError(
                 f"DeltaSink: {self.table!r} is a {fmt or 'non-Delta'} table, not a Delta table; "
@@ -136,8 +137,8 @@ class DeltaSink(TableSink):
                       "(airflow-provider-kafka-spark)')")
 
     def table_location(self, spark: SparkSession) -> str | None:
-        detail = spark.sql(f"DESCRIBE DETAIL {self.identifier}").first()
-        return None if detail is None else detail["location"]
+        """As ``DESCRIBE DETAIL`` gave it when the table was checked."""
+        return getattr(self, "_location", None)
 
     def read_table(self, spark: SparkSession) -> DataFrame:
         if is_path(self.table):

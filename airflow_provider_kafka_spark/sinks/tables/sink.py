@@ -148,7 +148,7 @@ class TableSink(Sink):
                         "STRING)).") from exc
                 time.sleep(0.5 * attempt)
                 schema = self.table_schema(spark)
-        self._schema = self.table_schema(spark)
+        self._schema = schema if WRITE_COLUMN in schema.names else self.table_schema(spark)
         self.location = self.table_location(spark)
 
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
