@@ -6,9 +6,9 @@ table's location (asset event, OpenLineage dataset)."""
 from __future__ import annotations
 
 import uuid
-from urllib.parse import urlsplit
 from collections import Counter
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
