@@ -1,0 +1,135 @@
+"""The Spark driver SIGKILLed before, during and right after an ingest's table commit, then the
+same run retried (same application, run, generation and ranges): every record lands in the
+table exactly once, and the run's commit record once.
+
+Each case ingests in a child process with its own SparkSession (``tools/table_killpoint.py``)
+and kills it at one moment, reached without timing guesses:
+
+* ``before``: the sink's ``commit_rows`` began (the read, the statistics and the look-up of the
+  run's writes are done) and waits: nothing of the run is in the table;
+* ``during``: the write job's tasks wrote data files into the table's folder, its last task
+  never ends: new data files, no new commit;
+* ``after_commit``: the commit returned (the commit file is there), the ingest did not.
+
+The retry runs here, in the tier's ``table_spark`` session, which sees the table as it is
+(a new driver would).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from airflow_provider_kafka_spark.sinks.tables.commits import write_id
+from tests.tables.cases import SQL, create, expected, ranges_of, run_ingest
+from tools.kafka_records import produce
+from tools.table_killpoint import MOMENTS, Job, Standby, kill_table_ingest, table_conf
+
+pytestmark = [pytest.mark.tables, pytest.mark.spark, pytest.mark.integration]
+
+NOW = int(time.time() * 1000)
+PER_PARTITION = 30
+BOUNDS = {0: (0, 30), 1: (5, 25), 2: (10, 30)}
+"""The run's ranges: 70 of the topic's 90 records."""
+
+
+@pytest.fixture(scope="module")
+def topic(kafka_config: dict[str, Any]) -> Any:
+    """A 3-partition topic holding 30 records per partition (offsets 0..29)."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    name = f"table-kill-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(kafka_config)
+    admin.create_topics([NewTopic(name, 3)])[name].result(30)
+    data = [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), NOW + i)
+            for i in range(PER_PARTITION) for p in range(3)]
+    produce(kafka_config, name, data)
+    yield name, data
+    admin.delete_topics([name])[name].result(30)
+
+
+@pytest.fixture(scope="module")
+def lake(table_spark: Any, warehouses: Any) -> Any:
+    """The lake warehouse, once the child's catalogs are known to be this session's."""
+    conf = table_conf(warehouses.lake)
+    assert {k: table_spark.conf.get(k, None) for k in conf} == conf
+    return warehouses.lake
+
+
+@pytest.fixture(scope="module")
+def children(request: pytest.FixtureRequest, lake: Any,
+             tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A child driver per case, each started while the case before it runs."""
+    cases = sum(1 for item in request.session.items if item.module is request.module)
+    standby = Standby(lake, tmp_path_factory.mktemp("table-kill"), cases)
+    yield standby
+    standby.close()
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+def test_a_driver_killed_at_the_table_commit_leaves_each_record_once_after_the_retry(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, lake: Any,
+        children: Standby, kind: str, moment: str) -> None:
+    name, data = topic
+    table = create(table_spark, kind, lake)
+    ranges = ranges_of(name, BOUNDS)
+    run = f"hour-{moment}"
+    wid = write_id("app", run, 0, ranges)
+    want = expected(data, ranges)
+    assert sum(want.values()) == 70
+
+    kill = kill_table_ingest(children.take(), Job(
+        table.format, table.name, kafka_config["bootstrap.servers"], ranges.to_json(), run=run,
+        hold=moment, sql=SQL))
+    print(f"\n{kind} {moment}: child READY after {kill.ready_s}s (waited {kill.waited_s}s), "
+          f"COMMITTING {kill.committing_s}s after the job, killed at {kill.kill_s}s; the "
+          f"child's CPU {kill.cpu_s}s")
+
+    # The kill happened, at the moment meant.
+    assert kill.returncode == -signal.SIGKILL, kill
+    assert kill.write_id == wid
+    assert not any(line.startswith("DONE") for line in kill.lines), kill.lines
+    if moment == "before":
+        assert kill.lines[-1] == f"COMMITTING {wid}", kill.lines
+        assert not kill.new_data_files and not kill.new_commit_files, kill
+    elif moment == "during":
+        assert kill.lines[-1] == f"COMMITTING {wid}", kill.lines
+        assert kill.new_data_files and not kill.new_commit_files, kill
+    else:
+        assert kill.lines[-1] == f"COMMITTED {wid}", kill.lines
+        assert kill.new_commit_files, kill
+
+    # What the table holds after the kill, as a new driver sees it: this session's Iceberg
+    # catalog may serve the table as it loaded it before the child's commits (its cache keeps
+    # a table for 30 s after the last access); Delta reads its log anew on each query.
+    if table.format == "iceberg":
+        table_spark.sql(f"REFRESH TABLE {table.name}")
+    if moment == "after_commit":
+        assert [r.write_id for r in table.records(table_spark)] == [wid]
+        assert table.rows(table_spark) == want
+    else:
+        assert table.records(table_spark) == []
+        assert table.rows(table_spark) == Counter()
+
+    # The same run again, here.
+    out = run_ingest(table_spark, kafka_config, ranges, table.sink(run))
+    assert out["write_id"] == wid
+    if moment == "after_commit":
+        assert out["skipped"] is True and out["committed"] is False, out
+        assert out["records_written"] == 0
+    else:
+        assert out["committed"] is True and out["skipped"] is False, out
+        assert out["records_written"] == 70 and out["replaced"] == []
+
+    assert table.rows(table_spark) == want
+    assert table.writes(table_spark) == Counter({wid: 70})
+    records = table.records(table_spark)
+    assert [r.write_id for r in records] == [wid]
+    assert records[0].offsets == {(name, p): stop for p, (_, stop) in BOUNDS.items()}
