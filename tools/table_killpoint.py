@@ -80,6 +80,9 @@ def table_conf(lake_warehouse: Path) -> dict[str, str]:
         f"spark.sql.catalog.{LAKE}": "org.apache.iceberg.spark.SparkCatalog",
         f"spark.sql.catalog.{LAKE}.type": "hadoop",
         f"spark.sql.catalog.{LAKE}.warehouse": lake_warehouse.as_uri(),
+        # Tables stay cached until refreshed, as in a long-lived driver: the sinks must see
+        # other drivers' commits anyway (tests/tables/test_table_killpoints.py).
+        f"spark.sql.catalog.{LAKE}.cache.expiration-interval-ms": "-1",
     }
 
 

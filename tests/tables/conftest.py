@@ -77,6 +77,9 @@ def table_spark(postgres: Connection, warehouses: Warehouses) -> Iterator[Any]:
             f"spark.sql.catalog.{LAKE}": iceberg,
             f"spark.sql.catalog.{LAKE}.type": "hadoop",
             f"spark.sql.catalog.{LAKE}.warehouse": warehouses.lake.as_uri(),
+            # Tables stay cached until refreshed, as in a long-lived driver: the sinks must see
+            # other drivers' commits anyway (tests/tables/test_table_killpoints.py).
+            f"spark.sql.catalog.{LAKE}.cache.expiration-interval-ms": "-1",
             f"spark.sql.catalog.{PG}": iceberg,
             f"spark.sql.catalog.{PG}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
             f"spark.sql.catalog.{PG}.uri": postgres.jdbc_url,

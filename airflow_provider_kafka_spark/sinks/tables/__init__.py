@@ -51,4 +51,5 @@ def table_offsets(spark: SparkSession, table: str, *, table_format: str,
     sink = table_sink(table_format, table, application=application, run="-")
     sink.check_runtime(spark)
     sink.table_schema(spark)
+    sink.refresh(spark)
     return sink.application_state(spark).offsets

@@ -143,6 +143,11 @@ class IcebergSink(TableSink):
     def read_table(self, spark: SparkSession) -> DataFrame:
         return spark.table(self.table)
 
+    def refresh(self, spark: SparkSession) -> None:
+        """Drop the session's cached copy of the table (Iceberg's catalog caches tables for
+        30 s): another driver's commit (an earlier try) must be seen."""
+        spark.sql(f"REFRESH TABLE {self.table}")
+
     def commits(self, spark: SparkSession) -> Iterator[tuple[str, Mapping[str, Any] | None]]:
         """The current lineage's snapshots, newest first, read in growing pages."""
         seen = 0

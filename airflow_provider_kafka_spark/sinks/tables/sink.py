@@ -175,6 +175,7 @@ class TableSink(Sink):
         extra = {k: str(v) for k, v in self.commit_properties.items()}
         for attempt in range(1, self.max_commit_attempts + 1):
             with kafka_errors():
+                self.refresh(self._spark)
                 present = self.writes_of_run(self._spark)
             if wid in present:
                 log.info("%s: the write %s of run %r is already in %s; nothing written.",
@@ -227,6 +228,10 @@ class TableSink(Sink):
         rows = (self.read_table(spark).where(F.col(WRITE_COLUMN).startswith(prefix))
                 .select(WRITE_COLUMN).distinct().collect())
         return {row[0] for row in rows}
+
+    def refresh(self, spark: SparkSession) -> None:  # noqa: B027
+        """Make the session see the table's newest commit (a format that caches tables drops
+        its cached copy)."""
 
     def application_state(self, spark: SparkSession) -> ApplicationState:
         """The application's recorded stops and newest commit (see ``commits``)."""
