@@ -25,6 +25,7 @@ from typing import Any
 import pytest
 
 from tools.postgres_server import Connection, local_postgres
+from tools.table_killpoint import table_conf
 from tools.tables_jars import fetch_table_jars
 
 LAKE = "lake"
@@ -64,22 +65,9 @@ def table_spark(postgres: Connection, warehouses: Warehouses) -> Iterator[Any]:
         app_name="airflow-provider-kafka-spark-tables",
         jars=fetch_table_jars(),
         conf={
-            "spark.ui.enabled": "false",
-            "spark.sql.shuffle.partitions": "4",
-            # Delta rebuilds a table's state in this many tasks (default 50: seconds per read).
-            "spark.databricks.delta.snapshotPartitions": "2",
-            "spark.sql.extensions": (
-                "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,"
-                "io.delta.sql.DeltaSparkSessionExtension"),
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            **table_conf(warehouses.lake),  # Delta and the Iceberg catalog `lake`
             # Managed (catalog) Delta tables go to a temporary folder, not the working dir.
             "spark.sql.warehouse.dir": warehouses.lake.joinpath("spark-warehouse").as_uri(),
-            f"spark.sql.catalog.{LAKE}": iceberg,
-            f"spark.sql.catalog.{LAKE}.type": "hadoop",
-            f"spark.sql.catalog.{LAKE}.warehouse": warehouses.lake.as_uri(),
-            # Tables stay cached until refreshed, as in a long-lived driver: the sinks must see
-            # other drivers' commits anyway (tests/tables/test_table_killpoints.py).
-            f"spark.sql.catalog.{LAKE}.cache.expiration-interval-ms": "-1",
             f"spark.sql.catalog.{PG}": iceberg,
             f"spark.sql.catalog.{PG}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
             f"spark.sql.catalog.{PG}.uri": postgres.jdbc_url,
