@@ -1,7 +1,7 @@
 # Two commands do all set-up on a fresh machine (Python 3.11+, Java 17 and Maven present):
 #   make demo   - start a local Kafka broker and run the demo ingestion
 #   make test   - run the whole test suite against a real broker, real Spark and a real Airflow
-#                 (its UI in Debian's chromium: `make browser` installs it when missing), then
+#                 (its UI in Debian's chromium: `make browser` installs it when missing), and
 #                 the `tables` tier (tests/tables: Iceberg, Delta, PostgreSQL) in .venv-tables
 #   make airflow - a real local Airflow 3 (UI, scheduler, triggerer) with the example DAGs
 #                 and a broker; stop it with scripts/airflow-local stop
@@ -45,13 +45,12 @@ browser:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
-# Both runs always run; the target fails when either did. (.venv's run leaves tests/tables out:
-# tests/conftest.py says so in its header.)
-test: setup tables-setup browser
-	status=0; \
-	$(VENV)/bin/pytest || status=$$?; \
-	$(TABLES_VENV)/bin/pytest tests/tables || status=$$?; \
-	exit $$status
+# Two lanes at once (tools/test_lanes.py): .venv's pytest of everything but tests/deployed;
+# and tests/deployed, then `make tables-setup` and .venv-tables' pytest of tests/tables. Every
+# step runs; the target fails when any did. (.venv's runs leave tests/tables out: tests/conftest.py
+# says so in its header.)
+test: setup browser
+	$(VENV)/bin/python tools/test_lanes.py
 
 lint: setup
 	$(VENV)/bin/ruff check airflow_provider_kafka_spark tests dags benchmarks tools

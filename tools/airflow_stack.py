@@ -39,7 +39,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -228,7 +228,7 @@ def seed_demo_topic(bootstrap: str) -> int:
     return DEMO_EVENTS
 
 
-def _wait_ready(stack: Stack, pids: Mapping[str, int]) -> None:
+def _wait_ready(stack: Stack, pids: Mapping[str, int], dags: Sequence[str]) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     last = "the API server did not answer"
     token: str | None = None
@@ -245,10 +245,10 @@ def _wait_ready(stack: Stack, pids: Mapping[str, int]) -> None:
                 last = f"not healthy yet: {', '.join(unhealthy)}"
             else:
                 token = token or stack.token()
-                dags = _get_json(f"{stack.url}/api/v2/dags?limit=100", token)
-                assert isinstance(dags, dict)
-                listed = {d["dag_id"] for d in dags["dags"]}
-                missing = sorted(set(EXAMPLE_DAGS) - listed)
+                listing = _get_json(f"{stack.url}/api/v2/dags?limit=100", token)
+                assert isinstance(listing, dict)
+                listed = {d["dag_id"] for d in listing["dags"]}
+                missing = sorted(set(dags) - listed)
                 if not missing:
                     return
                 errors = _get_json(f"{stack.url}/api/v2/importErrors", token)
@@ -266,10 +266,12 @@ def _wait_ready(stack: Stack, pids: Mapping[str, int]) -> None:
 
 
 def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
-          bootstrap: str | None = None, extra_env: Mapping[str, str] | None = None) -> Stack:
-    """Start everything (see the module docstring) and return once it is ready. With
-    ``bootstrap`` the given broker is used and left alone; else one is started in DIR/kafka.
-    ``extra_env`` is added to the services' environment (e.g. JVM options for Spark)."""
+          bootstrap: str | None = None, extra_env: Mapping[str, str] | None = None,
+          dags: Sequence[str] = EXAMPLE_DAGS) -> Stack:
+    """Start everything (see the module docstring) and return once it is ready: ``dags``
+    parsed. With ``bootstrap`` the given broker is used and left alone; else one is started in
+    DIR/kafka. ``extra_env`` is added to the services' environment (e.g. JVM options for Spark,
+    or ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples)."""
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     state_file = run_dir / "stack.json"
@@ -299,7 +301,7 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
             raise StackError(f"airflow db migrate failed; see {run_dir / 'db-migrate.log'}")
         seed_demo_topic(bootstrap)
         pids = {name: launch(run_dir, name, [airflow, name], env) for name in SERVICES}
-        _wait_ready(stack, pids)
+        _wait_ready(stack, pids, dags)
         return stack
     except BaseException:
         stop(run_dir)
@@ -320,10 +322,11 @@ def stop(run_dir: Path = DEFAULT_DIR) -> None:
 
 @contextmanager
 def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None,
-                  extra_env: Mapping[str, str] | None = None) -> Iterator[Stack]:
+                  extra_env: Mapping[str, str] | None = None,
+                  dags: Sequence[str] = EXAMPLE_DAGS) -> Iterator[Stack]:
     """``start()`` on entry, ``stop()`` on exit (also on failure)."""
     try:
-        yield start(run_dir, port=port, bootstrap=bootstrap, extra_env=extra_env)
+        yield start(run_dir, port=port, bootstrap=bootstrap, extra_env=extra_env, dags=dags)
     finally:
         stop(run_dir)
 

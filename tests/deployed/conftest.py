@@ -10,14 +10,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.deployed import AirflowApi
+from tests.support.deployed import SMALL_SPARK_JOBS, AirflowApi
 from tools.airflow_stack import airflow_stack
 from tools.local_broker import free_port
-
-# The tests' Spark jobs are tiny and the ingest tasks start a JVM each (several at once in a
-# backfill, on a 2-core CI machine): a driver JVM without the C2 compiler and with the serial
-# GC needs about a third less CPU for them (measured: 28 -> 18 CPU seconds for 3,000 records).
-SMALL_SPARK_JOBS = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
 
 
 @pytest.fixture(scope="session")

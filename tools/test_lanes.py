@@ -1,0 +1,136 @@
+"""The whole test suite in two lanes at once (what ``make test`` runs after ``make setup``).
+
+    .venv/bin/python tools/test_lanes.py
+
+The suite waits much of its time on brokers, JVM starts and Airflow's scheduler (about 0.6 of
+a CPU on average), so two lanes of about equal length share the machine well:
+
+``main``
+    ``.venv/bin/pytest --ignore=tests/deployed``: everything but the deployed Airflow;
+    its output streams here as it comes.
+``second``
+    ``.venv/bin/pytest tests/deployed`` (a real Airflow under ``.venv``), then
+    ``make tables-setup`` (``.venv-tables``: installed while the lanes already run) and
+    ``.venv-tables/bin/pytest tests/tables`` (Iceberg, Delta, PostgreSQL, and their own Airflow
+    under ``.venv-tables``); its output goes to ``.cache/test-lanes/second.log``, printed here
+    when the lane ends.
+
+Each lane is a process group of its own with its own broker, Spark session and temporary
+folders; the jars both lanes use are fetched once before they start (no two Maven runs into
+one folder). Every step runs even when an earlier one failed; the exit code is 0 only when all
+passed. Ctrl-C or SIGTERM sends SIGINT to both lanes (pytest then runs its fixtures'
+teardown, which stops every broker, Spark and Airflow process by pid), then SIGKILL after
+:data:`STOP_GRACE_S`. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = ROOT / ".venv" / "bin"
+TABLES_BIN = ROOT / ".venv-tables" / "bin"
+LOGS = ROOT / ".cache" / "test-lanes"
+STOP_GRACE_S = 120.0
+
+
+def _q(args: Sequence[str]) -> str:
+    return " ".join(str(a) for a in args)
+
+
+def lane_script(steps: Sequence[Sequence[str]]) -> str:
+    """A bash script that runs ``steps`` in order, each whatever the ones before did, and
+    exits non-zero when any failed."""
+    lines = ["status=0"]
+    for step in steps:
+        lines.append(f"echo '>>> {_q(step)}'")
+        lines.append(f"{_q(step)} || status=$?")
+    lines.append("exit $status")
+    return "\n".join(lines)
+
+
+MAIN_STEPS: list[list[str]] = [[str(VENV_BIN / "pytest"), "--ignore=tests/deployed"]]
+SECOND_STEPS: list[list[str]] = [
+    [str(VENV_BIN / "pytest"), "tests/deployed"],
+    [os.environ.get("MAKE", "make"), "--no-print-directory", "tables-setup"],
+    [str(TABLES_BIN / "pytest"), "tests/tables"],
+]
+
+
+def prefetch() -> None:
+    """The jars more than one lane needs, fetched once before the lanes start."""
+    code = ("from tools.kafka_broker import ensure_jars; ensure_jars()\n"
+            "from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars\n"
+            "fetch_spark_kafka_jars(ROOT / 'tools' / 'spark-kafka' / 'pom.xml',\n"
+            "                       ROOT / '.cache' / 'spark-kafka' / 'jars')\n")
+    subprocess.run([str(VENV_BIN / "python"), "-c",
+                    f"from pathlib import Path; ROOT = Path({str(ROOT)!r})\n{code}"],
+                   cwd=ROOT, check=True)
+
+
+def start(steps: Sequence[Sequence[str]], log: Path | None) -> subprocess.Popen[bytes]:
+    """A lane in a process group of its own, its output to ``log`` (else to ours)."""
+    command = ["bash", "-c", lane_script(steps)]
+    if log is None:
+        return subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+    with open(log, "wb") as out:  # the child has its own copy of the file
+        return subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+
+
+def stop(lanes: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGINT to every running lane's process group, SIGKILL to what is left after the grace."""
+    running = [lane for lane in lanes if lane.poll() is None]
+    for lane in running:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(lane.pid, signal.SIGINT)
+    deadline = time.monotonic() + STOP_GRACE_S
+    for lane in running:
+        try:
+            lane.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(lane.pid, signal.SIGKILL)
+            lane.wait()
+
+
+def main() -> int:
+    LOGS.mkdir(parents=True, exist_ok=True)
+    began = time.monotonic()
+    prefetch()
+    second_log = LOGS / "second.log"
+    lanes: list[subprocess.Popen[bytes]] = []
+
+    def interrupted(signum: int, _frame: FrameType | None) -> None:
+        print(f"\n{signal.Signals(signum).name}: stopping the test lanes", flush=True)
+        stop(lanes)
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGINT, interrupted)
+    signal.signal(signal.SIGTERM, interrupted)
+    print(f"lane second: {' ; '.join(_q(s) for s in SECOND_STEPS)} > {second_log}", flush=True)
+    lanes.append(start(SECOND_STEPS, second_log))
+    lanes.append(start(MAIN_STEPS, None))
+    second, main_lane = lanes
+    main_status = main_lane.wait()
+    main_minutes = (time.monotonic() - began) / 60
+    second_status = second.wait()
+    print(f"\n===== lane second ({second_log}) =====", flush=True)
+    sys.stdout.write(second_log.read_text(errors="replace"))
+    print(f"\n===== lanes: main {'passed' if main_status == 0 else 'FAILED'} "
+          f"({main_minutes:.1f} min), second {'passed' if second_status == 0 else 'FAILED'}; "
+          f"{(time.monotonic() - began) / 60:.1f} min in all =====", flush=True)
+    return 1 if main_status or second_status else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
