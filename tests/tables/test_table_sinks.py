@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -156,6 +157,31 @@ def test_two_runs_committing_at_once_both_land(
     # Whichever committed last, the application's stops cover both runs.
     assert table_offsets(table_spark, table.name, table_format=table.format,
                          application="app") == {(name, 0): 20, (name, 1): 20, (name, 2): 20}
+
+
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+def test_the_look_up_of_a_runs_writes_opens_no_file_of_another_run(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any,
+        kind: str) -> None:
+    # The files' statistics of the write column prune the look-up: with another run's data
+    # files gone from disk, a retry still finds its own write (and writes nothing).
+    from urllib.parse import urlparse
+
+    from pyspark.sql import functions as F
+
+    name, data = topic
+    table = create(table_spark, kind, warehouses.lake)
+    ranges = ranges_of(name, {0: (0, 5)})
+    first = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"))
+    run_ingest(table_spark, kafka_config, ranges_of(name, {1: (0, 5)}), table.sink("run-2"))
+    files = {(r[0], r[1]) for r in table.df(table_spark).select(
+        F.input_file_name(), WRITE_COLUMN).distinct().collect()}
+    others = {f for f, w in files if w != first["write_id"]}
+    assert others and not others & {f for f, w in files if w == first["write_id"]}
+    for uri in others:
+        Path(urlparse(uri).path).unlink()
+    again = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"))
+    assert again["skipped"] and again["records_written"] == 0
 
 
 @pytest.mark.parametrize("kind", ["iceberg-jdbc", "delta-catalog"])

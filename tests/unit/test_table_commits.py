@@ -79,8 +79,16 @@ def test_sequential_commits_are_read_back_to_the_newest_ones_base_only() -> None
     read: list[str] = []
     state = application_offsets(lazy(history, read), "app")
     assert state.offsets == {("orders", 0): 50, ("orders", 1): 9}
-    assert state.newest == "5"
+    assert state.newest == "5" and state.head == "5"
     assert read == ["5", "4", "3"]  # stops at the base of the newest commit
+
+
+def test_the_head_is_the_tables_newest_commit_whoever_made_it() -> None:
+    history = [("7", {"operation": "compaction"}),
+               ("6", record("app", "w6", {("orders", 0): 60}, None))]
+    state = application_offsets(iter(history), "app")
+    assert (state.head, state.newest) == ("7", "6")
+    assert application_offsets(iter([]), "app").head is None
 
 
 def test_concurrent_commits_that_saw_the_same_base_are_both_counted() -> None:
@@ -101,6 +109,7 @@ def test_an_application_that_never_committed_reads_everything_and_finds_nothing(
     history = [("2", record("other", "x", {("orders", 0): 9}, "1")), ("1", None)]
     state = application_offsets(iter(history), "app")
     assert state.offsets == {} and state.newest is None and state.commits_read == 2
+    assert state.head == "2"
 
 
 @pytest.mark.parametrize("name", ["", None, 3])

@@ -124,11 +124,14 @@ def merged(offsets: Mapping[Key, int], ranges: OffsetRanges) -> dict[Key, int]:
 @dataclass(frozen=True)
 class ApplicationState:
     """The application's stops (per partition, the highest any of its commits recorded), the
-    id of its newest commit (None: none found), and how many commits were read."""
+    id of its newest commit (None: none found), how many commits were read, and the id of the
+    table's newest commit (``head``: the first one read, whoever made it; None: the table has
+    none)."""
 
     offsets: dict[Key, int]
     newest: str | None
     commits_read: int
+    head: str | None = None
 
 
 def application_offsets(commits: Iterable[tuple[str, Mapping[str, Any] | None]],
@@ -141,10 +144,12 @@ def application_offsets(commits: Iterable[tuple[str, Mapping[str, Any] | None]],
                                  "the table sink's commits record, e.g. '<dag_id>.<task_id>'.")
     offsets: dict[Key, int] = {}
     newest: str | None = None
+    head: str | None = None
     bases: set[str] = set()
     read = 0
     for commit_id, properties in commits:
         read += 1
+        head = head or commit_id
         if commit_id in bases:
             break
         record = CommitRecord.from_properties(properties)
@@ -155,4 +160,4 @@ def application_offsets(commits: Iterable[tuple[str, Mapping[str, Any] | None]],
             offsets[key] = max(offsets.get(key, stop), stop)
         if record.base is not None:
             bases.add(record.base)
-    return ApplicationState(offsets, newest, read)
+    return ApplicationState(offsets, newest, read, head)

@@ -2,13 +2,15 @@
 or by name in a catalog (``spark_catalog`` with Delta's ``DeltaCatalog``), written with
 Delta's own Spark writer (``delta-spark``, session extension ``DeltaSparkSessionExtension``).
 
-A run's commit is one ``overwrite`` with ``replaceWhere "_kafka_spark_write IN (...)"`` (the
-run's earlier rows; none the first time): the new files added and the replaced rows removed
-in one version, whose ``commitInfo.userMetadata`` is the record (a JSON object of the
-``kafka-spark.*`` properties), with the write id as Delta's transaction identifier
+A run's commit is one version whose ``commitInfo.userMetadata`` is the record (a JSON object of
+the ``kafka-spark.*`` properties), with the write id as Delta's transaction identifier
 (``txnAppId`` = ``kafka-spark:<write id>``, ``txnVersion`` 1), so Delta itself refuses a second
-commit of the same write. Delta's optimistic concurrency fails a commit that raced another one
-over the same rows (``Concurrent*Exception``); the sink tries it again.
+commit of the same write (a commit racing it fails with ``ConcurrentTransactionException``; one
+after it writes nothing). When the look-up found no earlier rows of the run, the version is an
+append; when it did (a reprocessing), an ``overwrite`` with ``replaceWhere
+"_kafka_spark_write IN (...)"``: the new files added and the replaced rows removed in one
+version, and a concurrent commit over the same rows fails it (``Concurrent*Exception``); the
+sink tries it again.
 
 Delta keeps a transaction identifier per write in the table's state: set the table property
 ``delta.setTransactionRetentionDuration`` (e.g. ``interval 30 days``) so that they expire (the
@@ -17,14 +19,17 @@ sink's own check reads the rows, so it does not need them).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+import threading
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, TableRuntimeError, error_line
 from airflow_provider_kafka_spark.sinks.tables.commits import PREFIX, WRITE_COLUMN, CommitRecord
-from airflow_provider_kafka_spark.sinks.tables.sink import TableSink
+from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -106,8 +111,8 @@ class DeltaSink(TableSink):
         Raises:
             ConfigurationError: no table there, or not a Delta table.
         """
-        try:
-            detail = spark.sql(f"DESCRIBE DETAIL {self.identifier}").first()
+        try:  # the table's metadata only: DESCRIBE DETAIL would build its whole file list
+            details = described(spark, self.identifier)
         except Exception as exc:
             text = str(exc)
             if "ClassNotFound" in text or "NoClassDefFound" in text:
@@ -121,8 +126,12 @@ class DeltaSink(TableSink):
                 f"({error_line(exc)}). Create it first (CREATE TABLE ... USING delta "
                 "[LOCATION '<path>']); the sink adds its column itself. Nothing was read or "
                 "written.") from exc
-        fmt = (detail["format"] or "").lower() if detail is not None else ""
-        self._location = detail["location"] if detail is not None else None
+        fmt = details.get("Provider", "").lower()
+        name = details.get("Name", "")
+        if is_path(self.table) and name.startswith("delta.`") and name.endswith("`"):
+            self._location: str | None = name[len("delta.`"):-1]  # the path, qualified
+        else:
+            self._location = details.get("Location") or None
         if fmt != "delta":
             raise ConfigurationError(
                 f"DeltaSink: {self.table!r} is a {fmt or 'non-Delta'} table, not a Delta table; "
@@ -137,10 +146,12 @@ class DeltaSink(TableSink):
                       "(airflow-provider-kafka-spark)')")
 
     def table_location(self, spark: SparkSession) -> str | None:
-        """As ``DESCRIBE DETAIL`` gave it when the table was checked."""
+        """As ``DESCRIBE TABLE EXTENDED`` gave it when the table was checked."""
         return getattr(self, "_location", None)
 
-    def read_table(self, spark: SparkSession) -> DataFrame:
+    def read_table(self, spark: SparkSession, head: str | None = None) -> DataFrame:
+        """The newest rows (``head`` is not needed: each version's own transaction checks
+        decide the conflicts)."""
         if is_path(self.table):
             return spark.read.format("delta").load(self.table)
         return spark.table(self.table)
@@ -160,21 +171,32 @@ class DeltaSink(TableSink):
 
     def commit_rows(self, spark: SparkSession, df: DataFrame, replacing: list[str],
                     record: CommitRecord) -> dict[str, Any]:
+        from pyspark.sql import Observation
         from pyspark.sql import functions as F
 
-        ids = ", ".join(f"'{w}'" for w in [*replacing, record.write_id])  # URL-quoted: no '
-        writer = (df.withColumn(WRITE_COLUMN, F.lit(record.write_id).cast("string")).write.format("delta")
-                  .mode("overwrite")
-                  .option("replaceWhere", f"{WRITE_COLUMN} IN ({ids})")
-                  .option("userMetadata", json.dumps(record.to_properties(), sort_keys=True))
+        observed = Observation()  # the rows written, counted by the write itself
+        rows = df.withColumn(WRITE_COLUMN, F.lit(record.write_id).cast("string")).observe(
+            observed, F.count(F.lit(1)).alias("rows"))
+        if replacing:  # a reprocessing: the run's earlier rows go in the same version
+            ids = ", ".join(f"'{w}'" for w in [*replacing, record.write_id])  # URL-quoted: no '
+            writer = (rows.write.format("delta").mode("overwrite")
+                      .option("replaceWhere", f"{WRITE_COLUMN} IN ({ids})"))
+        else:
+            writer = rows.write.format("delta").mode("append")
+        writer = (writer.option("userMetadata", json.dumps(record.to_properties(), sort_keys=True))
                   .option("txnAppId", f"kafka-spark:{record.write_id}")
                   .option("txnVersion", "1"))
         if self.schema_evolution:
             writer = writer.option("mergeSchema", "true")
-        if is_path(self.table):
-            writer.save(self.table)
-        else:
-            writer.saveAsTable(self.table)
+        with _session_commit(spark) as made:
+            if is_path(self.table):
+                writer.save(self.table)
+            else:
+                writer.saveAsTable(self.table)
+        if made.version is not None:
+            return {"commit": made.version, "records_written": _rows(observed)}
+        # Another commit of this session ran meanwhile, or Delta wrote nothing (its
+        # transaction identifier says this write is in: an earlier commit of it had no rows).
         for row in spark.sql(f"DESCRIBE HISTORY {self.identifier} LIMIT 16").select(
                 "version", "userMetadata", "operationMetrics").collect():
             properties = _properties(row["userMetadata"]) or {}
@@ -187,6 +209,46 @@ class DeltaSink(TableSink):
     def is_conflict(self, exc: BaseException) -> bool:
         text = str(exc)
         return any(s in text for s in _CONFLICTS)
+
+
+_LAST_COMMIT = "spark.databricks.delta.lastCommitVersionInSession"
+_COMMITS_LOCK = threading.Lock()
+_commits = {"running": 0, "started": 0}
+
+
+@dataclass
+class _Commit:
+    version: str | None = None
+
+
+@contextlib.contextmanager
+def _session_commit(spark: SparkSession) -> Iterator[_Commit]:
+    """The version the write in the block committed, from Delta's
+    ``lastCommitVersionInSession``: set only when the session's value changed and no other
+    table sink commit of this process ran meanwhile (else None: look it up)."""
+    with _COMMITS_LOCK:
+        alone = _commits["running"] == 0
+        _commits["running"] += 1
+        _commits["started"] += 1
+        ticket = _commits["started"]
+    before = spark.conf.get(_LAST_COMMIT, None)
+    made = _Commit()
+    try:
+        yield made
+        after = spark.conf.get(_LAST_COMMIT, None)
+        with _COMMITS_LOCK:
+            alone = alone and _commits["started"] == ticket
+        if alone and after is not None and after != before:
+            made.version = str(after)
+    finally:
+        with _COMMITS_LOCK:
+            _commits["running"] -= 1
+
+
+def _rows(observed: Any) -> int:
+    """The rows an observed write counted."""
+    metrics = observed.get or {}
+    return int(metrics.get("rows", 0))
 
 
 def _properties(user_metadata: str | None) -> dict[str, Any] | None:

@@ -5,8 +5,9 @@ Glue... catalogs), written with Iceberg's own Spark writer.
 A run's commit is one ``overwrite by filter`` snapshot: the new data files, the run's earlier
 rows (``_kafka_spark_write IN (...)``) deleted, the record in the snapshot summary
 (``kafka-spark.*`` properties), validated with ``isolation-level=serializable`` from the
-snapshot the look-up read, so a concurrent commit that wrote rows of the same run makes it
-fail instead of duplicating (commits of other runs do not conflict: Iceberg retries onto them).
+snapshot the look-up read (the newest snapshot the walk over the commits saw), so a concurrent
+commit that wrote rows of the same writes makes it fail instead of duplicating (commits of other
+runs do not conflict: Iceberg retries onto them).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, TableRuntimeError, error_line
 from airflow_provider_kafka_spark.sinks.tables.commits import WRITE_COLUMN, CommitRecord
-from airflow_provider_kafka_spark.sinks.tables.sink import TableSink
+from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -112,7 +113,9 @@ class IcebergSink(TableSink):
                 f"IcebergSink: the table {self.table} does not exist. Create it first (CREATE "
                 f"TABLE {self.table} (...) USING iceberg [PARTITIONED BY (...)]); the sink adds "
                 f"its column {WRITE_COLUMN} itself. Nothing was read or written.")
-        provider = (_described(spark, self.table, "Provider") or "").lower()
+        details = described(spark, self.table)
+        self._location = details.get("Location") or None
+        provider = details.get("Provider", "").lower()
         if provider and provider != "iceberg":
             raise ConfigurationError(
                 f"IcebergSink: the table {self.table} is a {provider} table, not an Iceberg "
@@ -127,8 +130,7 @@ class IcebergSink(TableSink):
             spark.sql(f"ALTER TABLE {self.table} ADD COLUMNS ({WRITE_COLUMN} STRING COMMENT "
                       "'the write id of the commit that wrote the row (airflow-provider-"
                       "kafka-spark)')")
-        properties = {r["key"]: r["value"]
-                      for r in spark.sql(f"SHOW TBLPROPERTIES {self.table}").collect()}
+        properties = _table_properties(spark, self.table)
         wanted = {_METRICS: "full"}
         if self.schema_evolution:
             wanted["write.spark.accept-any-schema"] = "true"
@@ -138,10 +140,14 @@ class IcebergSink(TableSink):
             spark.sql(f"ALTER TABLE {self.table} SET TBLPROPERTIES ({listed})")
 
     def table_location(self, spark: SparkSession) -> str | None:
-        return _described(spark, self.table, "Location")
+        """As ``DESCRIBE TABLE EXTENDED`` gave it when the table was checked."""
+        return getattr(self, "_location", None)
 
-    def read_table(self, spark: SparkSession) -> DataFrame:
-        return spark.table(self.table)
+    def read_table(self, spark: SparkSession, head: str | None = None) -> DataFrame:
+        """The rows of the snapshot ``head`` (None: the current one)."""
+        if head is None:
+            return spark.table(self.table)
+        return spark.read.option("versionAsOf", head).table(self.table)
 
     def refresh(self, spark: SparkSession) -> None:
         """Drop the session's cached copy of the table (Iceberg's catalog caches tables for
@@ -149,31 +155,40 @@ class IcebergSink(TableSink):
         spark.sql(f"REFRESH TABLE {self.table}")
 
     def commits(self, spark: SparkSession) -> Iterator[tuple[str, Mapping[str, Any] | None]]:
-        """The current lineage's snapshots, newest first, read in growing pages."""
-        seen = 0
+        """The current lineage's snapshots, newest first: from the current snapshot (a table
+        property, no Spark job) along the parents, through the snapshots read newest first in
+        growing pages (one small job each)."""
+        current = _table_properties(spark, self.table).get("current-snapshot-id", "")
+        if not current.lstrip("-").isdigit() or int(current) < 0:
+            return  # no snapshot yet
+        snapshots: dict[str, tuple[str | None, Mapping[str, Any] | None]] = {}
+        wanted: str | None = current
         for page in _PAGES:
             limit = "" if page is None else f" LIMIT {page}"
             rows = spark.sql(
-                f"SELECT h.snapshot_id, s.summary FROM {self.table}.history h "
-                f"JOIN {self.table}.snapshots s ON h.snapshot_id = s.snapshot_id "
-                f"WHERE h.is_current_ancestor ORDER BY h.made_current_at DESC{limit}").collect()
-            for row in rows[seen:]:
-                yield str(row["snapshot_id"]), row["summary"]
-            seen = len(rows)
-            if page is None or len(rows) < page:
-                return
+                f"SELECT snapshot_id, parent_id, summary FROM {self.table}.snapshots "
+                f"ORDER BY committed_at DESC{limit}").collect()
+            for row in rows:
+                parent = row["parent_id"]
+                snapshots[str(row["snapshot_id"])] = (
+                    None if parent is None else str(parent), row["summary"])
+            while wanted is not None and wanted in snapshots:
+                parent, summary = snapshots.pop(wanted)
+                yield wanted, summary
+                wanted = parent
+            if wanted is None or page is None or len(rows) < page:
+                return  # the lineage's start, or its older snapshots expired
 
     def commit_rows(self, spark: SparkSession, df: DataFrame, replacing: list[str],
                     record: CommitRecord) -> dict[str, Any]:
         from pyspark.sql import functions as F
 
-        head = next(iter(self.commits(spark)), None)
         writer = df.withColumn(WRITE_COLUMN, F.lit(record.write_id).cast("string")).writeTo(self.table)
         for key, value in record.to_properties().items():
             writer = writer.option(f"snapshot-property.{key}", value)
         writer = writer.option("isolation-level", "serializable")
-        if head is not None:
-            writer = writer.option("validate-from-snapshot-id", head[0])
+        if self._head is not None:  # the snapshot the look-up read
+            writer = writer.option("validate-from-snapshot-id", self._head)
         if self.schema_evolution:
             writer = writer.option("merge-schema", "true")
         writer.overwrite(F.col(WRITE_COLUMN).isin([*replacing, record.write_id]))
@@ -203,9 +218,6 @@ def _catalogs(spark: SparkSession) -> set[str]:
             if (m := re.fullmatch(r"spark\.sql\.catalog\.([^.]+)", key))}
 
 
-def _described(spark: SparkSession, table: str, name: str) -> str | None:
-    """A row of ``DESCRIBE TABLE EXTENDED`` (``Provider``, ``Location``...)."""
-    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect():
-        if (row["col_name"] or "").strip() == name:
-            return (row["data_type"] or "").strip() or None
-    return None
+def _table_properties(spark: SparkSession, table: str) -> dict[str, str]:
+    """The table's properties (Iceberg adds ``current-snapshot-id``); no Spark job."""
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}

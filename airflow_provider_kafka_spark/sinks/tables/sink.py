@@ -3,11 +3,13 @@ the check of the output's columns against the table's.
 
 One run is one table commit. ``prepare`` checks the runtime, the table and the schema before
 anything is read; ``write`` only takes the DataFrame; ``commit`` (which has the run's ranges)
-looks for the run's rows in the table, and then either writes nothing (this write is already
-there: an earlier try committed it) or writes the rows and removes the run's earlier rows (a
-reprocessing, or other ranges) in **one** commit that records the run and the application's
-offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit that conflicts
-with a concurrent one is tried again from the look-up, up to ``max_commit_attempts`` times.
+reads the application's newest commits (its offsets so far, and the table's newest commit: the
+*head*), looks for the run's rows in the table as of the head, and then either writes nothing
+(this write is already there: an earlier try committed it) or writes the rows and removes the
+run's earlier rows (a reprocessing, or other ranges) in **one** commit that records the run and
+the application's offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit
+that conflicts with a concurrent one is tried again from the reading, up to
+``max_commit_attempts`` times.
 """
 
 from __future__ import annotations
@@ -105,6 +107,7 @@ class TableSink(Sink):
         self._spark: SparkSession | None = None
         self._df: DataFrame | None = None
         self._schema: StructType | None = None
+        self._head: str | None = None  # the table's newest commit when the run was looked up
 
     @classmethod
     def _table_meaning(cls) -> str:
@@ -176,13 +179,14 @@ class TableSink(Sink):
         for attempt in range(1, self.max_commit_attempts + 1):
             with kafka_errors():
                 self.refresh(self._spark)
-                present = self.writes_of_run(self._spark)
+                state = self.application_state(self._spark)
+                present = self.writes_of_run(self._spark, state.head)
             if wid in present:
                 log.info("%s: the write %s of run %r is already in %s; nothing written.",
                          type(self).__name__, wid, self.run, self.table)
                 return {"write_id": wid, "committed": False, "skipped": True, "commit": None,
                         "records_written": 0, "replaced": []}
-            state = self.application_state(self._spark)
+            self._head = state.head
             record = CommitRecord(self.application, self.run, wid,
                                   tuple((r.topic, r.partition, r.start, r.stop) for r in ranges),
                                   merged(state.offsets, ranges), state.newest, extra)
@@ -220,12 +224,13 @@ class TableSink(Sink):
 
     # -- what the formats do -------------------------------------------------------------
 
-    def writes_of_run(self, spark: SparkSession) -> set[str]:
-        """The write ids of this run found in the table's rows."""
+    def writes_of_run(self, spark: SparkSession, head: str | None = None) -> set[str]:
+        """The write ids of this run found in the table's rows (as of the commit ``head``
+        where the format reads older commits; None: the newest)."""
         from pyspark.sql import functions as F
 
         prefix = run_prefix(self.application, self.run)
-        rows = (self.read_table(spark).where(F.col(WRITE_COLUMN).startswith(prefix))
+        rows = (self.read_table(spark, head).where(F.col(WRITE_COLUMN).startswith(prefix))
                 .select(WRITE_COLUMN).distinct().collect())
         return {row[0] for row in rows}
 
@@ -255,8 +260,8 @@ class TableSink(Sink):
         """Where the table's files are (a path or URI), for lineage and assets."""
 
     @abstractmethod
-    def read_table(self, spark: SparkSession) -> DataFrame:
-        """The table's current rows."""
+    def read_table(self, spark: SparkSession, head: str | None = None) -> DataFrame:
+        """The table's rows: as of the commit ``head`` (a format that can), else the newest."""
 
     @abstractmethod
     def commits(self, spark: SparkSession) -> Iterator[tuple[str, Mapping[str, Any] | None]]:
@@ -267,8 +272,8 @@ class TableSink(Sink):
                     record: CommitRecord) -> dict[str, Any]:
         """One commit: ``df`` with :data:`WRITE_COLUMN` = ``record.write_id`` added, the rows
         of the writes ``replacing`` removed, ``record`` recorded; ``{"commit",
-        "records_written"}``. Fails (without committing) when a concurrent commit wrote rows
-        of this run."""
+        "records_written"}``. Fails (without committing) when a concurrent commit since the
+        head the look-up read (``self._head``) wrote rows of these writes."""
 
     @abstractmethod
     def is_conflict(self, exc: BaseException) -> bool:
@@ -294,6 +299,21 @@ def _in_table_order(df: DataFrame, schema: StructType | None) -> DataFrame:
         placed += [F.col(f"`{c}`") for c in df.columns
                    if c.lower() not in {n.lower() for n in names}]
     return df.select(*placed)
+
+
+def described(spark: SparkSession, identifier: str) -> dict[str, str]:
+    """The table's ``DESCRIBE TABLE EXTENDED`` details (``Provider``, ``Location``, ``Name``...:
+    the rows after ``# Detailed Table Information``, so a column of the same name is not
+    taken for them). Reads the table's metadata only (no Spark job)."""
+    details: dict[str, str] = {}
+    seen = False
+    for row in spark.sql(f"DESCRIBE TABLE EXTENDED {identifier}").collect():
+        name = (row["col_name"] or "").strip()
+        if name == "# Detailed Table Information":
+            seen = True
+        elif seen and name and not name.startswith("#"):
+            details.setdefault(name, (row["data_type"] or "").strip())
+    return details
 
 
 _WIDENING = {"byte": 0, "short": 1, "integer": 2, "long": 3}
