@@ -15,9 +15,10 @@ table** (created before the run and dropped after it, neither timed):
   run id>), sql=SQL)``: the argument and transform checks, ``sink.prepare`` (runtime, table,
   schema), ``read_kafka(...).persist(MEMORY_AND_DISK)``, ``summarize`` (per-partition
   statistics; fills the cache), the SQL over the view ``kafka``, ``sink.write``,
-  ``sink.commit`` (look up the run's write ids in the table's rows, read the application's
-  commits, one table commit with the write id column and the run's record, look up the commit
-  made), ``unpersist``;
+  ``sink.commit`` (read the application's newest commits, which name the table's head, look
+  up the run's write ids in the table's rows, one table commit with the write id column and the
+  run's record, the commit made: Iceberg's snapshots read, Delta's version from the session),
+  ``unpersist``;
 * ``plain``: the same ``read_kafka(...).persist(MEMORY_AND_DISK)``, the same ``summarize``, the
   same SQL over the view ``kafka``, then ``df.writeTo(table).append()`` (Iceberg) or
   ``df.write.format("delta").mode("append").save(path)`` (Delta), ``unpersist``. No look-ups,
@@ -99,9 +100,11 @@ WHAT = {
     "ours": "ingest(spark, ranges, config, IcebergSink|DeltaSink(table, application, run=<new "
             "run id>), sql=SQL): argument/transform checks, sink.prepare, read_kafka(...)."
             "persist(MEMORY_AND_DISK), summarize, SQL over view 'kafka', sink.write, "
-            "sink.commit (run's write ids looked up in the rows, the application's commits "
-            "read, one overwrite-by-filter (Iceberg) / replaceWhere overwrite (Delta) commit "
-            "with the write id column and the run's record, the commit looked up), unpersist",
+            "sink.commit (the application's commits read, the run's write ids looked up in "
+            "the rows, one overwrite-by-filter (Iceberg) / append (Delta; a replaceWhere "
+            "overwrite only when the run has earlier rows) commit with the write id column and "
+            "the run's record, the commit made read back (Iceberg) or taken from the session "
+            "(Delta)), unpersist",
     "plain": "read_kafka(...).persist(MEMORY_AND_DISK), summarize, the same SQL over view "
              "'kafka', df.writeTo(table).append() (Iceberg) / df.write.format('delta')"
              ".mode('append').save(path) (Delta), unpersist; no bookkeeping",
