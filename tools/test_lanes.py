@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -43,15 +44,16 @@ STOP_GRACE_S = 120.0
 
 
 def _q(args: Sequence[str]) -> str:
-    return " ".join(str(a) for a in args)
+    return shlex.join(str(a) for a in args)
 
 
 def lane_script(steps: Sequence[Sequence[str]]) -> str:
     """A bash script that runs ``steps`` in order, each whatever the ones before did, and
-    exits non-zero when any failed."""
-    lines = ["status=0"]
+    exits non-zero when any failed. Interrupted (SIGINT/SIGTERM), it ends when the step that
+    runs has ended (pytest has torn its fixtures down) and starts no other."""
+    lines = ["trap 'exit 130' INT TERM", "status=0"]
     for step in steps:
-        lines.append(f"echo '>>> {_q(step)}'")
+        lines.append(f"echo {shlex.quote('>>> ' + _q(step))}")
         lines.append(f"{_q(step)} || status=$?")
     lines.append("exit $status")
     return "\n".join(lines)
