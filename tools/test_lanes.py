@@ -3,13 +3,14 @@
     .venv/bin/python tools/test_lanes.py
 
 The suite waits much of its time on brokers, JVM starts and Airflow's scheduler (about 0.6 of
-a CPU on average), so two lanes of about equal length share the machine well:
+a CPU on average when run as one), so two lanes of about equal length share the machine:
 
 ``main``
-    ``.venv/bin/pytest --ignore=tests/deployed``: everything but the deployed Airflow;
-    its output streams here as it comes.
+    ``.venv/bin/pytest --ignore=tests/deployed --ignore=tests/faults``: everything but the
+    deployed Airflow and the 3-broker faults; its output streams here as it comes.
 ``second``
-    ``.venv/bin/pytest tests/deployed`` (a real Airflow under ``.venv``), then
+    ``.venv/bin/pytest tests/deployed tests/faults`` (a real Airflow under ``.venv``, the
+    3-broker cluster), then
     ``make tables-setup`` (``.venv-tables``: installed while the lanes already run) and
     ``.venv-tables/bin/pytest tests/tables`` (Iceberg, Delta, PostgreSQL, and their own Airflow
     under ``.venv-tables``); its output goes to ``.cache/test-lanes/second.log``, printed here
@@ -59,9 +60,10 @@ def lane_script(steps: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-MAIN_STEPS: list[list[str]] = [[str(VENV_BIN / "pytest"), "--ignore=tests/deployed"]]
+MAIN_STEPS: list[list[str]] = [[str(VENV_BIN / "pytest"), "--ignore=tests/deployed",
+                                "--ignore=tests/faults"]]
 SECOND_STEPS: list[list[str]] = [
-    [str(VENV_BIN / "pytest"), "tests/deployed"],
+    [str(VENV_BIN / "pytest"), "tests/deployed", "tests/faults"],
     [os.environ.get("MAKE", "make"), "--no-print-directory", "tables-setup"],
     [str(TABLES_BIN / "pytest"), "tests/tables"],
 ]
@@ -105,27 +107,44 @@ def stop(lanes: Sequence[subprocess.Popen[bytes]]) -> None:
             lane.wait()
 
 
+class _Interrupted(Exception):
+    """SIGINT or SIGTERM arrived."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupted(signum: int, _frame: FrameType | None) -> None:
+    # Only raise: the waits it interrupts release their locks as it unwinds them, and the
+    # lanes are stopped outside the handler (a Popen.wait inside it would wait for the lock the
+    # interrupted wait holds).
+    raise _Interrupted(signum)
+
+
 def main() -> int:
     LOGS.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
     prefetch()
     second_log = LOGS / "second.log"
     lanes: list[subprocess.Popen[bytes]] = []
-
-    def interrupted(signum: int, _frame: FrameType | None) -> None:
-        print(f"\n{signal.Signals(signum).name}: stopping the test lanes", flush=True)
+    signal.signal(signal.SIGINT, _interrupted)
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        print(f"lane second: {' ; '.join(_q(s) for s in SECOND_STEPS)} > {second_log}",
+              flush=True)
+        lanes.append(start(SECOND_STEPS, second_log))
+        lanes.append(start(MAIN_STEPS, None))
+        second, main_lane = lanes
+        main_status = main_lane.wait()
+        main_minutes = (time.monotonic() - began) / 60
+        second_status = second.wait()
+    except _Interrupted as exc:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(f"\n{exc}: stopping the test lanes", flush=True)
         stop(lanes)
-        raise SystemExit(128 + signum)
-
-    signal.signal(signal.SIGINT, interrupted)
-    signal.signal(signal.SIGTERM, interrupted)
-    print(f"lane second: {' ; '.join(_q(s) for s in SECOND_STEPS)} > {second_log}", flush=True)
-    lanes.append(start(SECOND_STEPS, second_log))
-    lanes.append(start(MAIN_STEPS, None))
-    second, main_lane = lanes
-    main_status = main_lane.wait()
-    main_minutes = (time.monotonic() - began) / 60
-    second_status = second.wait()
+        return 128 + exc.signum
     print(f"\n===== lane second ({second_log}) =====", flush=True)
     sys.stdout.write(second_log.read_text(errors="replace"))
     print(f"\n===== lanes: main {'passed' if main_status == 0 else 'FAILED'} "
