@@ -45,8 +45,8 @@ browser:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
-# Two lanes at once (tools/test_lanes.py): .venv's pytest of everything but tests/deployed and
-# tests/faults; and those two, then `make tables-setup` and .venv-tables' pytest of tests/tables. Every
+# Two lanes at once (tools/test_lanes.py): .venv's pytest of everything but tests/deployed; and
+# tests/deployed, then `make tables-setup` and .venv-tables' pytest of tests/tables. Every
 # step runs; the target fails when any did. (.venv's runs leave tests/tables out: tests/conftest.py
 # says so in its header.)
 test: setup browser
