@@ -69,14 +69,16 @@ SECOND_STEPS: list[list[str]] = [
 
 
 def prefetch() -> None:
-    """The jars more than one lane needs, fetched once before the lanes start."""
-    code = ("from tools.kafka_broker import ensure_jars; ensure_jars()\n"
-            "from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars\n"
-            "fetch_spark_kafka_jars(ROOT / 'tools' / 'spark-kafka' / 'pom.xml',\n"
-            "                       ROOT / '.cache' / 'spark-kafka' / 'jars')\n")
-    subprocess.run([str(VENV_BIN / "python"), "-c",
-                    f"from pathlib import Path; ROOT = Path({str(ROOT)!r})\n{code}"],
-                   cwd=ROOT, check=True)
+    """The jars more than one lane needs, fetched once before the lanes start (this runs
+    under ``.venv``'s python, which has the package)."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars
+    from tools.kafka_broker import ensure_jars
+
+    ensure_jars()
+    fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
+                           ROOT / ".cache" / "spark-kafka" / "jars")
 
 
 def start(steps: Sequence[Sequence[str]], log: Path | None) -> subprocess.Popen[bytes]:
