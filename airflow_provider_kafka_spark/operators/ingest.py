@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from datetime import UTC
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -514,7 +515,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
 
     def table_sink(self, context: Any) -> TableSink:
         """The table sink of this run: the application, the run (run id, ``#<map index>`` when
-        mapped) and its generation (the dag run's clear number)."""
+        mapped) and its generation (:func:`run_generation`)."""
         from airflow_provider_kafka_spark.sinks.tables import table_sink
 
         assert isinstance(self.output_table, str) and isinstance(self.table_format, str)
@@ -522,13 +523,11 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         map_index = getattr(context.get("ti"), "map_index", -1)
         if isinstance(map_index, int) and map_index >= 0:
             run = f"{run}#{map_index}"
-        dag_run = context.get("dag_run")
-        generation = getattr(dag_run, "clear_number", 0) or 0
         try_number = getattr(context.get("ti"), "try_number", None)
         return table_sink(
             self.table_format, self.output_table.strip(),
             application=self.table_application or f"{self.dag_id}.{self.task_id}",
-            run=run, generation=int(generation),
+            run=run, generation=run_generation(context.get("dag_run")),
             schema_evolution=self.table_schema_evolution,
             commit_properties={"dag-id": self.dag_id, "task-id": self.task_id,
                                "run-id": str(context["run_id"]),
@@ -618,6 +617,19 @@ def _several(names: list[str]) -> str:
     if len(names) == 2:
         return f"both {names[0]} and {names[1]}"
     return f"all of {', '.join(names[:-1])} and {names[-1]}"
+
+
+def run_generation(dag_run: Any) -> int | str:
+    """The generation of a table write by ``dag_run``: the same for every try of one instance
+    of the run, another when Airflow clears the run (its clear number grows and its start is
+    reset) or deletes it and creates it again under the same run id (its clear number is 0
+    again, its start is new): ``<clear number>-<start, UTC, to the microsecond>``, e.g.
+    ``1-20261125T215713123456Z``; just the clear number when the run has no start."""
+    clear_number = int(getattr(dag_run, "clear_number", 0) or 0)
+    started = getattr(dag_run, "start_date", None)
+    if started is None:
+        return clear_number
+    return f"{clear_number}-{started.astimezone(UTC):%Y%m%dT%H%M%S%fZ}"
 
 
 def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:

@@ -56,8 +56,10 @@ def test_hourly_runs_tile_through_the_table_and_a_rerun_writes_nothing_twice(
         (topic, 0, 8, 10), (topic, 1, 4, 7), (topic, 2, 2, 2)]
     assert table_rows(table_spark, table) == expected(data["before"], data["I1"], data["I2"])
 
-    # The whole run again (dag.test replaces the run as a clear does): the pinned ranges,
-    # and the table already holds the write: nothing is written twice.
+    # The whole run again: dag.test creates the run again with clear number 0 and the same
+    # start (its logical date), so to the sink it is another try of the same run instance
+    # (operators.ingest.run_generation): the pinned ranges, the table already holds the
+    # write, nothing is written twice.
     snapshots = table_spark.sql(f"SELECT * FROM {table}.snapshots").count()
     again = run_dag("kafka_hourly_to_iceberg", logical_date=T2, conf=conf, run_after=T2)
     assert again.state == "success", again.errors

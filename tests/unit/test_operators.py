@@ -8,6 +8,8 @@ import json
 import subprocess
 import sys
 from datetime import timedelta
+from types import SimpleNamespace
+from typing import Any
 
 import pendulum
 import pytest
@@ -40,6 +42,7 @@ from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
 )
+from airflow_provider_kafka_spark.sinks.tables import IcebergSink
 from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
@@ -162,6 +165,34 @@ def test_default_write_id_is_stable_for_the_run_and_its_ranges() -> None:
     assert default_write_id("d", "t", "r1", ranges) == default_write_id("d", "t", "r1", again)
     assert default_write_id("d", "t", "r1", ranges).startswith("d/t/r1/")
     assert default_write_id("d", "t", "r1", ranges) != default_write_id("d", "t", "r1", other)
+
+
+def test_a_table_run_is_rewritten_when_cleared_or_created_again_and_not_when_retried() -> None:
+    """The generation in a table write id stays for the tries of one dag run and changes when
+    Airflow clears the run (clear number + 1, new start) or deletes it and creates it again
+    under the same run id (clear number 0 again, new start): so a retry finds its write, and
+    a reprocessing replaces it (the table tier proves both against tables)."""
+    ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),)).to_dict()
+    op = KafkaSparkIngestOperator(task_id="i", ranges=ranges, output_table="lake.db.t",
+                                  table_format="iceberg")
+    started = pendulum.datetime(2026, 11, 25, 21, 57, 13, 123456)
+
+    def generation(clear_number: int, start_date: Any, try_number: int = 1) -> Any:
+        context = {"run_id": "r", "dag_run": SimpleNamespace(clear_number=clear_number,
+                                                             start_date=start_date),
+                   "ti": SimpleNamespace(map_index=-1, try_number=try_number)}
+        return op.table_sink(context).generation
+
+    first = generation(0, started)
+    assert generation(0, started, try_number=2) == first  # a retry
+    cleared = generation(1, started.add(hours=1))
+    created_again = generation(0, started.add(hours=2))
+    assert len({first, cleared, created_again}) == 3
+    assert first == "0-20261125T215713123456Z"
+    assert generation(0, None) == 0  # no start known (nothing to tell instances apart by)
+    for bad in (-1, "", "1 2", 1.0, True):
+        with pytest.raises(ConfigurationError, match="generation=.*whole number >= 0"):
+            IcebergSink("lake.db.t", application="a", run="r", generation=bad)
 
 
 def test_triggers_serialize_by_module_and_qualname() -> None:

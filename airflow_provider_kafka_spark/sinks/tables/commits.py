@@ -54,12 +54,12 @@ def run_prefix(application: str, run: str) -> str:
     return f"{quote(application, safe='')}/{quote(run, safe='')}/"
 
 
-def write_id(application: str, run: str, generation: int, ranges: OffsetRanges) -> str:
+def write_id(application: str, run: str, generation: int | str, ranges: OffsetRanges) -> str:
     """The id of one write of ``ranges`` by ``run`` of ``application``: the same for every try
     of it, another for another generation (a reprocessing on purpose) or other ranges."""
     bounds = json.dumps([[r.topic, r.partition, r.start, r.stop] for r in ranges])
     digest = hashlib.sha256(bounds.encode()).hexdigest()[:16]
-    return f"{run_prefix(application, run)}{generation}/{digest}"
+    return f"{run_prefix(application, run)}{quote(str(generation), safe='')}/{digest}"
 
 
 @dataclass(frozen=True)

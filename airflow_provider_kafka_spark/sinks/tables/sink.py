@@ -61,9 +61,12 @@ class TableSink(Sink):
         for (the ingest operator's default: ``<dag_id>.<task_id>``).
     :param run: which run writes (the operator: the dag run id, and ``#<map index>`` for a
         mapped task). A try of a run whose write is already in the table writes nothing.
-    :param generation: bump it to reprocess the run on purpose: its rows are replaced in one
-        commit (the operator passes the dag run's clear number, so a cleared run or a backfill
-        with ``--reprocess-behavior completed`` replaces its rows; a retry does not).
+    :param generation: which processing of the run this is (a whole number >= 0, or a token
+        without spaces): change it to reprocess the run on purpose, and its rows are replaced in
+        one commit. The operator passes the dag run's clear number and start
+        (:func:`~airflow_provider_kafka_spark.operators.ingest.run_generation`), so a cleared
+        run, a run Airflow created again under the same run id, or a backfill with
+        ``--reprocess-behavior completed`` replaces its rows; a retry does not.
     :param schema_evolution: add the output's columns that the table lacks (else such a column
         is a ConfigurationError before the read).
     :param commit_properties: more string properties each commit records (e.g. the Airflow
@@ -75,7 +78,7 @@ class TableSink(Sink):
     format_name = ""
     """``iceberg`` or ``delta``."""
 
-    def __init__(self, table: str, *, application: str, run: str, generation: int = 0,
+    def __init__(self, table: str, *, application: str, run: str, generation: int | str = 0,
                  schema_evolution: bool = False,
                  commit_properties: Mapping[str, str] | None = None,
                  max_commit_attempts: int = 5) -> None:
@@ -84,9 +87,12 @@ class TableSink(Sink):
         check_text(owner, "application", application,
                    meaning="the name this application's commits record, e.g. 'orders.ingest'")
         check_text(owner, "run", run, meaning="the run's id, e.g. the dag run id")
-        if type(generation) is not int or generation < 0:
+        if not ((type(generation) is int and generation >= 0)
+                or (isinstance(generation, str) and generation
+                    and not any(c.isspace() for c in generation))):
             raise bad_argument(owner, "generation", generation,
-                               "pass a whole number >= 0 (0, then one more per reprocessing)")
+                               "pass a whole number >= 0 (0, then one more per reprocessing) "
+                               "or a token without spaces")
         check_bool(owner, "schema_evolution", schema_evolution)
         if commit_properties is not None and (
                 not isinstance(commit_properties, Mapping)
