@@ -28,9 +28,10 @@ $(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/s
 	$(VENV)/bin/pip install -q -e '.[dev]'
 	touch $@
 
-tables-setup: $(TABLES_STAMP)
+tables-setup: $(STAMP) $(TABLES_STAMP)
 
-$(TABLES_STAMP): $(STAMP) pyproject.toml tools/tables_venv.py
+# Installs no part of the package (tools/tables_venv.py): it can run while $(STAMP) builds.
+$(TABLES_STAMP): pyproject.toml tools/tables_venv.py
 	test -x $(TABLES_VENV)/bin/python || $(PYTHON) -m venv $(TABLES_VENV)
 	$(TABLES_VENV)/bin/python tools/tables_venv.py
 	touch $@
@@ -45,11 +46,13 @@ browser:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
-# Two lanes at once (tools/test_lanes.py): .venv's pytest of everything but tests/deployed; and
-# tests/deployed, then `make tables-setup` and .venv-tables' pytest of tests/tables. Every
-# step runs; the target fails when any did. (.venv's runs leave tests/tables out: tests/conftest.py
-# says so in its header.)
-test: setup browser
+# The set-up at once (the Rust build is CPU, the rest mostly downloads): .venv with the native
+# module, .venv-tables and the browser. Then two lanes at once (tools/test_lanes.py): .venv's
+# pytest of everything but tests/deployed; and tests/deployed, then .venv-tables' pytest of
+# tests/tables. Every step runs; the target fails when any did. (.venv's runs leave
+# tests/tables out: tests/conftest.py says so in its header.)
+test:
+	$(MAKE) --no-print-directory -j3 $(STAMP) $(TABLES_STAMP) browser
 	$(VENV)/bin/python tools/test_lanes.py
 
 lint: setup

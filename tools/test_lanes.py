@@ -7,11 +7,12 @@ a CPU on average when run as one), so two lanes of about equal length share the 
 
 ``main``
     ``.venv/bin/pytest --ignore=tests/deployed``: everything but the deployed Airflow; its
-    output streams here as it comes (about 43 min on the 2-core CI machine with both lanes
+    output streams here as it comes (about 38 min on the 2-core CI machine with both lanes
     running).
 ``second``
     ``.venv/bin/pytest tests/deployed`` (a real Airflow under ``.venv``, ~17 min), then
-    ``make tables-setup`` (``.venv-tables``: installed while the lanes already run) and
+    ``make tables-setup`` (``.venv-tables``; ``make test`` installed it beside ``.venv``
+    already, then this does nothing) and
     ``.venv-tables/bin/pytest tests/tables`` (Iceberg, Delta, PostgreSQL, and their own Airflow
     under ``.venv-tables``); its output goes to ``.cache/test-lanes/second.log``, printed here
     when the lane ends.
