@@ -39,6 +39,7 @@ import argparse
 import base64
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -174,12 +175,20 @@ def ensure_jars() -> None:
     )
 
 
+JVM_OPTS_ENV = "KAFKA_BROKER_JVM_OPTS"
+"""More JVM options for every broker JVM (space-separated, after the defaults, so they win):
+the test suite sets the cheaper JIT and collector its short-lived brokers need."""
+
+
 def java_command(*args: str, log4j: Path, heap: str = "768m") -> list[str]:
     java = shutil.which("java")
     if java is None:
         raise BrokerError("java (17+) is needed to run the Kafka broker; install a JDK.")
+    extra = os.environ.get(JVM_OPTS_ENV, "").split()
+    # One collector only: the JVM refuses two (G1 unless the extra options name another).
+    collector = [] if any(re.fullmatch(r"-XX:\+Use\w+GC", o) for o in extra) else ["-XX:+UseG1GC"]
     return [
-        java, "-Xms128m", f"-Xmx{heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        java, "-Xms128m", f"-Xmx{heap}", *collector, "-Djava.awt.headless=true", *extra,
         f"-Dlog4j2.configurationFile={log4j}",
         "-cp", f"{JARS}/*", *args,
     ]
