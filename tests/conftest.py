@@ -28,19 +28,19 @@ pytest.register_assert_rewrite("tests.support")
 # Airflow reads its configuration once, when first imported: point it at a throwaway home
 # before any test module can import it. (Nothing above imports Airflow.)
 import tests.support.airflow_env  # noqa: E402, F401  # isort: skip
-from tests.support.deployed import SMALL_SPARK_JOBS  # noqa: E402  # isort: skip
+from tests.support.deployed import SMALL_JVM_OPTS  # noqa: E402  # isort: skip
 
 # The suite's Spark drivers (the session fixtures, the kill-point children, the deployed
 # Airflow's tasks) run many small jobs: a driver JVM with the C1 compiler only and the serial GC
 # needs about a third less CPU for them (measured: 28 -> 18 CPU seconds for a 3,000-record
 # ingest), and CPU is what the suite waits for on a 2-core machine with two lanes
 # (tools/test_lanes.py). Set before any JVM starts; a SPARK_SUBMIT_OPTS of your own is kept.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SMALL_SPARK_JOBS["SPARK_SUBMIT_OPTS"])
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SMALL_JVM_OPTS)
 # The same for the suite's Kafka brokers (tools/kafka_broker.py reads KAFKA_BROKER_JVM_OPTS;
 # the Airflow stacks' brokers inherit it): measured on a broker's start and a small workload
 # (60 topics, 120,000 transactional records, read back): 7 -> 3.7 and 13-16 -> 8-10 CPU seconds,
 # the same wall time. Benchmarks' brokers keep the defaults (C2, G1).
-os.environ.setdefault("KAFKA_BROKER_JVM_OPTS", SMALL_SPARK_JOBS["SPARK_SUBMIT_OPTS"])
+os.environ.setdefault("KAFKA_BROKER_JVM_OPTS", SMALL_JVM_OPTS)
 
 # run_dag and the metadata DB and kafka_default connection it needs, for every tier that runs
 # DAGs (tests/dags, tests/secured).

@@ -2,15 +2,16 @@
 
     .venv/bin/python tools/test_lanes.py
 
-The suite waits much of its time on brokers, JVM starts and Airflow's scheduler (about 0.6 of
-a CPU on average when run as one), so two lanes of about equal length share the machine:
+Run as one, the suite waits much of its time on brokers, JVM starts and Airflow's scheduler
+(about 0.6 of a CPU on average); two lanes of about equal length keep both cores of the 2-core
+CI machine busy (measured: 1.9-2.0 cores for the whole run), so less CPU is what shortens it:
 
 ``main``
     ``.venv/bin/pytest --ignore=tests/deployed``: everything but the deployed Airflow; its
     output streams here as it comes (about 38 min on the 2-core CI machine with both lanes
     running).
 ``second``
-    ``.venv/bin/pytest tests/deployed`` (a real Airflow under ``.venv``, ~17 min), then
+    ``.venv/bin/pytest tests/deployed`` (a real Airflow under ``.venv``, ~19 min), then
     ``make tables-setup`` (``.venv-tables``; ``make test`` installed it beside ``.venv``
     already, then this does nothing) and
     ``.venv-tables/bin/pytest tests/tables`` (Iceberg, Delta, PostgreSQL, and their own Airflow

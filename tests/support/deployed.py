@@ -15,7 +15,9 @@ RUN_TIMEOUT_S = 180.0
 # The tests' Spark jobs are tiny and the ingest tasks start a JVM each (several at once in a
 # backfill, on a 2-core CI machine): a driver JVM without the C2 compiler and with the serial
 # GC needs about a third less CPU for them (measured: 28 -> 18 CPU seconds for 3,000 records).
-SMALL_SPARK_JOBS = {"SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+SMALL_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+"""The JVM options of the suite's small, short-lived JVMs (Spark drivers, Kafka brokers)."""
+SMALL_SPARK_JOBS = {"SPARK_SUBMIT_OPTS": SMALL_JVM_OPTS}
 DB_RETRIES = 5
 
 
