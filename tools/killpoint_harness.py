@@ -47,7 +47,11 @@ from airflow_provider_kafka_spark.spark.write.ledger import (
     ledger_start_offset,
     read_ledger,
 )
-from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
+from airflow_provider_kafka_spark.spark.write.plan import (
+    finish_exactly_once,
+    prepare_exactly_once,
+)
+from airflow_provider_kafka_spark.spark.write.pool import LEASE_TTL_S
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tools.write_kafka_rows import (
@@ -159,16 +163,22 @@ def _wait_for_key_prefix(config: dict[str, Any], topic: str, prefix: str,
 
 
 def write_plain(kafka_config: dict[str, Any], topic: str, write_id: str,
-                workload: Workload) -> None:
-    """The exactly-once write without Spark: the driver half, then each task in turn."""
+                workload: Workload, *, prefix: str = PREFIX,
+                lease_ttl_s: float = LEASE_TTL_S) -> Any:
+    """The exactly-once write without Spark: the driver half, then each task in turn; returns
+    its plan."""
     plan = prepare_exactly_once(
-        kafka_config, topic=topic, transactional_id_prefix=PREFIX, write_id=write_id,
+        kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=write_id,
         num_partitions=workload.partitions, ledger_topic=LEDGER,
-        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, lease_ttl_s=lease_ttl_s)
     plan = replace(plan, expected_rows=(workload.rows,) * workload.partitions)
-    for index in range(workload.partitions):
-        write_partition(plan, index, partition_batches(
-            index, workload.rows, workload.batch_rows, workload.pause_s))
+    try:
+        for index in range(workload.partitions):
+            write_partition(plan, index, partition_batches(
+                index, workload.rows, workload.batch_rows, workload.pause_s))
+    finally:
+        finish_exactly_once(plan)
+    return plan
 
 
 def write_spark(spark: Any, kafka_config: dict[str, Any], topic: str, write_id: str,
@@ -182,12 +192,13 @@ def write_spark(spark: Any, kafka_config: dict[str, Any], topic: str, write_id: 
 
 
 def child_command(bootstrap: str, topic: str, write_id: str, mode: str, workload: Workload,
-                  *, master: str = "local[2]", fail_once_partition: int | None = None
-                  ) -> list[str]:
+                  *, master: str = "local[2]", fail_once_partition: int | None = None,
+                  prefix: str = PREFIX, lease_ttl_s: float = LEASE_TTL_S) -> list[str]:
     command = [sys.executable, "-m", "tools.killpoint_harness", "child",
                "--bootstrap", bootstrap, "--topic", topic, "--write-id", write_id,
                "--mode", mode, "--master", master,
-               "--workload", json.dumps(workload.__dict__)]
+               "--workload", json.dumps(workload.__dict__), "--prefix", prefix,
+               "--lease-ttl", str(lease_ttl_s)]
     if fail_once_partition is not None:
         command += ["--fail-once-partition", str(fail_once_partition)]
     return command
@@ -212,12 +223,12 @@ def start_child(command: list[str], *, ready_timeout: float = 120.0) -> subproce
             return proc
 
 
-def committed_tasks(kafka_config: dict[str, Any], write_id: str) -> int:
+def committed_tasks(kafka_config: dict[str, Any], write_id: str, prefix: str = PREFIX) -> int:
     """Tasks of ``write_id`` the ledger shows committed (read_committed, up to the LSO)."""
     admin = admin_client(kafka_config)
     partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
     stable = ledger_end_offset(admin, LEDGER, partition, committed=True)
-    return len(read_ledger(kafka_config, LEDGER, partition, transactional_id_prefix=PREFIX,
+    return len(read_ledger(kafka_config, LEDGER, partition, transactional_id_prefix=prefix,
                            write_id=write_id, output_topic=None,
                            start_offset=ledger_start_offset(admin, LEDGER, partition),
                            until_offset=stable, timeout=60).entries)
@@ -350,12 +361,15 @@ def _child(argv: list[str]) -> None:
     for name in ("--bootstrap", "--topic", "--write-id", "--mode", "--master", "--workload"):
         parser.add_argument(name, required=True)
     parser.add_argument("--fail-once-partition", type=int)
+    parser.add_argument("--prefix", default=PREFIX)
+    parser.add_argument("--lease-ttl", type=float, default=LEASE_TTL_S)
     args = parser.parse_args(argv)
     config = {"bootstrap.servers": args.bootstrap}
     workload = Workload(**json.loads(args.workload))
     if args.mode == "python":
         print("READY", flush=True)
-        write_plain(config, args.topic, args.write_id, workload)
+        write_plain(config, args.topic, args.write_id, workload, prefix=args.prefix,
+                    lease_ttl_s=args.lease_ttl)
         print("DONE", flush=True)
         return
     from airflow_provider_kafka_spark.spark import spark_session

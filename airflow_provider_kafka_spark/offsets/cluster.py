@@ -208,10 +208,12 @@ def cluster_failure(error: KafkaError | None, what: str, cluster: str, otherwise
     return cls(f"{what} failed at the Kafka cluster at {cluster}: {error.str()}. {otherwise}")
 
 
-def list_offsets(admin: AdminClient, partitions: list[Key], kind: Literal["earliest", "latest"],
+def list_offsets(admin: AdminClient, partitions: list[Key],
+                 kind: Literal["earliest", "latest"] | int,
                  *, isolation_level: str, timeout: float) -> dict[Key, int]:
     """The ``kind`` offsets of ``partitions`` (``latest``: the last stable offset under
-    ``read_committed``, else the high watermark), asked again while a leader moves (see
+    ``read_committed``, else the high watermark; an int: the first offset at or after that
+    timestamp in epoch millis, -1 if none), asked again while a leader moves (see
     :meth:`OffsetLookup.offsets`) until ``timeout`` seconds have passed.
 
     Raises:

@@ -45,10 +45,11 @@ class InternalRecord:
 @dataclass(frozen=True)
 class PartitionRead:
     """The kept records of one partition, in offset order, read up to (excluding)
-    ``end_offset``."""
+    ``end_offset``; ``scanned`` records were read to find them (kept or not)."""
 
     records: tuple[InternalRecord, ...]
     end_offset: int
+    scanned: int = 0
 
 
 def ensure_compacted_topic(admin: AdminClient, topic: str, *, partitions: int,
@@ -154,8 +155,24 @@ def end_offset(admin: AdminClient, topic: str, partition: int, *, committed: boo
                         "read_committed" if committed else "read_uncommitted", timeout)
 
 
+def offset_for_time(admin: AdminClient, topic: str, partition: int, timestamp_ms: int, *,
+                    timeout: float = 30.0) -> int:
+    """The first offset of ``topic[partition]`` whose record timestamp is ``timestamp_ms`` or
+    later (the broker's time index), or the high watermark when there is none: where a read of
+    what was written since ``timestamp_ms`` starts, whatever came before.
+
+    Raises:
+        InternalTopicError: the offset could not be listed.
+    """
+    found = _list_offset(admin, topic, partition, timestamp_ms, "read_uncommitted", timeout)
+    if found >= 0:
+        return found
+    return end_offset(admin, topic, partition, committed=False, timeout=timeout)
+
+
 def _list_offset(admin: AdminClient, topic: str, partition: int,
-                 kind: Literal["earliest", "latest"], isolation_level: str, timeout: float) -> int:
+                 kind: Literal["earliest", "latest"] | int, isolation_level: str,
+                 timeout: float) -> int:
     try:
         return list_offsets(admin, [(topic, partition)], kind, isolation_level=isolation_level,
                             timeout=timeout)[(topic, partition)]
@@ -171,6 +188,7 @@ def read_partition(
     start_offset: int | None = None,
     until_offset: int | None = None,
     keep: Callable[[bytes], bool] | None = None,
+    committed: bool = True,
     timeout: float = 30.0,
 ) -> PartitionRead:
     """The committed records of ``topic[partition]`` in ``[start_offset, until_offset)`` whose
@@ -182,6 +200,8 @@ def read_partition(
     offset reaches it. Records without a key are skipped; tombstones are returned with
     ``value=None``. The read may go past ``until_offset``; ``end_offset`` says how far it went
     (``start_offset`` when ``until_offset <= start_offset``: nothing is read).
+    ``committed=False`` reads ``read_uncommitted`` instead, without waiting: for records
+    written outside transactions, next to transactional ones that may still be open.
 
     Raises:
         InternalTopicError: the records below ``until_offset`` were not all decided within
@@ -197,10 +217,12 @@ def read_partition(
     records: list[InternalRecord] = []
     if until_offset <= start_offset:
         return PartitionRead((), start_offset)
-    config = consumer_config(kafka_config, isolation_level="read_committed")
+    config = consumer_config(
+        kafka_config, isolation_level="read_committed" if committed else "read_uncommitted")
     config.setdefault("fetch.wait.max.ms", 20)  # internal partitions are small: do not linger
     consumer = Consumer(config)
     deadline = time.monotonic() + timeout
+    scanned = 0
     try:
         consumer.assign([TopicPartition(topic, partition, start_offset)])
         while True:
@@ -219,14 +241,15 @@ def read_partition(
             if err is not None:
                 if err.code() == KafkaError._PARTITION_EOF:
                     if offset >= until_offset:
-                        return PartitionRead(tuple(records), offset)
+                        return PartitionRead(tuple(records), offset, scanned)
                     continue
                 raise InternalTopicError(f"could not read {topic}[{partition}]: {err.str()}.")
+            scanned += 1
             key, value = msg.key(), msg.value()
             if isinstance(key, bytes) and (keep is None or keep(key)):
                 records.append(InternalRecord(key, value if isinstance(value, bytes) else None,
                                               offset))
             if offset + 1 >= until_offset:
-                return PartitionRead(tuple(records), offset + 1)
+                return PartitionRead(tuple(records), offset + 1, scanned)
     finally:
         consumer.close()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -511,6 +511,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                       else default_write_id(self.dag_id, self.task_id, context["run_id"], ranges)),
             records_as_read=self.transform is None and not self.sql,
             dead_letter_topic=self.dead_letter_topic,
+            ledger_since=None if self.write_id else ledger_since(context, ranges),
         )
 
     def table_sink(self, context: Any) -> TableSink:
@@ -630,6 +631,18 @@ def run_generation(dag_run: Any) -> int | str:
     if started is None:
         return clear_number
     return f"{clear_number}-{started.astimezone(UTC):%Y%m%dT%H%M%S%fZ}"
+
+
+def ledger_since(context: Any, ranges: OffsetRanges) -> datetime | None:
+    """When the run's first write with the default write id (which names the ranges) can have
+    begun at the earliest: when its ranges were first resolved (a pin keeps that time for every
+    try and clear, and for a run created again under its id) or the run's ``run_after`` (a
+    ``re_resolve`` that found the same ranges again), whichever is earlier. The Kafka sink
+    reads the write's ledger from there, not from its start."""
+    run_after = getattr(context.get("dag_run"), "run_after", None)
+    moments = [m for m in (ranges.resolved_at, run_after)
+               if isinstance(m, datetime) and m.utcoffset() is not None]
+    return min(moments) if moments else None
 
 
 def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.errors import ConfigurationError
@@ -41,12 +42,15 @@ class KafkaSink(Sink):
         key, value, timestamp and headers as read, plus the headers ``kafka_spark.error``,
         ``kafka_spark.topic``, ``kafka_spark.partition``, ``kafka_spark.offset`` and
         ``kafka_spark.timestamp`` (epoch milliseconds).
+    :param ledger_since: for ``exactly_once``: no attempt of ``write_id`` began before it, so
+        the ledger is read from there (``write_kafka``'s ``ledger_since``).
     """
 
     def __init__(self, kafka_config: KafkaConfig, topic: str, *,
                  delivery_guarantee: str = "exactly_once",
                  transactional_id_prefix: str | None = None, write_id: str | None = None,
-                 records_as_read: bool = False, dead_letter_topic: str | None = None) -> None:
+                 records_as_read: bool = False, dead_letter_topic: str | None = None,
+                 ledger_since: datetime | None = None) -> None:
         if not isinstance(topic, str) or not topic.strip():
             raise ConfigurationError(f"KafkaSink: topic={topic!r} is not valid; pass the name of "
                                      "the topic to write to.")
@@ -57,6 +61,7 @@ class KafkaSink(Sink):
         self.write_id = write_id
         self.records_as_read = records_as_read
         self.dead_letter_topic = dead_letter_topic
+        self.ledger_since = ledger_since
 
     def describe(self) -> dict[str, Any]:
         """``{"topic", "delivery_guarantee", "write_id", "records_written": 0,
@@ -106,6 +111,7 @@ class KafkaSink(Sink):
                 records, config, topic=topic,
                 delivery_guarantee=self.delivery_guarantee,
                 transactional_id_prefix=self.transactional_id_prefix, write_id=self.write_id,
+                ledger_since=self.ledger_since,
             )
         described = {**self.describe(), "records_written": result.records_written,
                      "skipped_tasks": list(result.skipped_tasks)}

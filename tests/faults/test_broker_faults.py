@@ -18,7 +18,7 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
 )
 from airflow_provider_kafka_spark.spark import TransactionInitTimeoutError, read_kafka, write_kafka
-from airflow_provider_kafka_spark.spark.write.transactions import transactional_id
+from airflow_provider_kafka_spark.spark.write.pool import pooled_transactional_id
 from tests.support.faults import (
     SLOW_FETCH,
     Background,
@@ -75,9 +75,10 @@ def test_broker_loss_mid_exactly_once_write_ends_with_every_row_once(
     topic = cluster_topic(partitions=4)
     ledger = cluster_topic(partitions=1, **{"cleanup.policy": "compact"})
     partitions, rows = 4, 1000
-    write_id, prefix = f"w-{uuid.uuid4().hex[:8]}", "faults"
+    write_id, prefix = f"w-{uuid.uuid4().hex[:8]}", f"faults-{uuid.uuid4().hex[:8]}"
+    # A new application's first write leases slot 0 of its pool.
     coordinators = Counter(transaction_coordinator(cluster_admin,
-                                                   transactional_id(prefix, write_id, i))
+                                                   pooled_transactional_id(prefix, 0, i))
                            for i in range(partitions))
     victim = (coordinators.most_common(1)[0][0] if victim_role == "transaction coordinator"
               else leader_of(cluster_admin, ledger, 0))

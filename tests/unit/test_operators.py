@@ -37,7 +37,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaSparkIngestOperator,
 )
 from airflow_provider_kafka_spark.operators.base import ranges_table
-from airflow_provider_kafka_spark.operators.ingest import default_write_id
+from airflow_provider_kafka_spark.operators.ingest import default_write_id, ledger_since
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
@@ -271,3 +271,13 @@ def test_importing_the_airflow_layer_does_not_import_spark() -> None:
             " print('pyspark' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_kafka_sinks_ledger_is_read_from_the_earlier_of_the_first_resolution_and_run_after(
+) -> None:
+    resolved = pendulum.datetime(2026, 5, 1, 10, tz="UTC")
+    ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),), resolved_at=resolved)
+    earlier, later = resolved - timedelta(hours=1), resolved + timedelta(hours=1)
+    assert ledger_since({"dag_run": SimpleNamespace(run_after=earlier)}, ranges) == earlier
+    assert ledger_since({"dag_run": SimpleNamespace(run_after=later)}, ranges) == resolved
+    assert ledger_since({}, ranges) == resolved  # no run: the ranges' first resolution

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.errors import WriteConfigError
@@ -70,6 +71,19 @@ def check_exactly_once_args(
             "the brokers' transaction.max.timeout.ms."
         )
     return str(prefix), str(write_id)
+
+
+def check_ledger_since(ledger_since: object) -> int | None:
+    """``ledger_since`` (an aware datetime, or ``None``) as epoch milliseconds."""
+    if ledger_since is None:
+        return None
+    if not isinstance(ledger_since, datetime) or ledger_since.utcoffset() is None:
+        raise WriteConfigError(
+            f"ledger_since must be an aware datetime (a time zone set), or None, got "
+            f"{ledger_since!r}; pass the time before which no attempt of this write began, e.g. "
+            "datetime(2026, 5, 1, tzinfo=timezone.utc), or None to read the ledger from its "
+            "start.")
+    return int(ledger_since.timestamp() * 1000)
 
 
 # The largest numbers a ledger entry can hold (Spark partition indices are ints, row counts

@@ -44,10 +44,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
+from airflow_provider_kafka_spark.offsets.config import client_config
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 
 log = logging.getLogger(__name__)
@@ -232,10 +234,41 @@ def input_mismatch(transactional_id_prefix: str, write_id: str, index: int,
 
 @dataclass(frozen=True)
 class LedgerView:
-    """The committed tasks of one write, as read up to (excluding) ``end_offset``."""
+    """The committed tasks of one write, as read up to (excluding) ``end_offset``, the slot of
+    the transactional id pool its first slot record names (``None``: none read), and how many
+    ledger records the read went through (``scanned``)."""
 
     entries: Mapping[int, LedgerEntry]
     end_offset: int
+    slot: int | None = None
+    scanned: int = 0
+
+
+def slot_key(transactional_id_prefix: str, write_id: str) -> bytes:
+    """The key of the write's slot records: ``["slot", prefix, write_id]``."""
+    return json.dumps(["slot", transactional_id_prefix, write_id],
+                      separators=(",", ":")).encode()
+
+
+def slot_value(transactional_id_prefix: str, write_id: str, slot: int) -> bytes:
+    """A slot record's value: the pool slot whose transactional ids the write uses."""
+    return json.dumps({"format": "slot", "transactional_id_prefix": transactional_id_prefix,
+                       "write_id": write_id, "slot": slot}, sort_keys=True).encode()
+
+
+def first_slot(records: Iterable[InternalRecord], key: bytes) -> int | None:
+    """The slot the first slot record with ``key`` among ``records`` names (the first one
+    wins: every attempt of a write uses the slot its first attempt recorded)."""
+    for record in records:
+        if record.key == key and record.value is not None:
+            try:
+                return int(json.loads(record.value)["slot"])
+            except (ValueError, TypeError, KeyError):
+                raise LedgerError(
+                    f"the ledger record at offset {record.offset} is not a slot record; the "
+                    "ledger topic holds records this package did not write. Pass a "
+                    "ledger_topic= that only write_kafka writes to.") from None
+    return None
 
 
 def ledger_partition(write_id: str, num_partitions: int) -> int:
@@ -342,6 +375,45 @@ def ledger_start_offset(admin: AdminClient, topic: str, partition: int, *,
         return internal_topics.log_start_offset(admin, topic, partition, timeout=timeout)
 
 
+def ledger_offset_since(admin: AdminClient, topic: str, partition: int, timestamp_ms: int, *,
+                        timeout: float = 30.0) -> int:
+    """The first offset of a ledger partition written at ``timestamp_ms`` or later (its high
+    watermark if none): where a write that began after ``timestamp_ms`` finds its records."""
+    with _ledger_errors(_OFFSETS_HINT):
+        return internal_topics.offset_for_time(admin, topic, partition, timestamp_ms,
+                                               timeout=timeout)
+
+
+def write_slot_record(kafka_config: Mapping[str, Any], topic: str, partition: int, *,
+                      transactional_id_prefix: str, write_id: str, slot: int, start_offset: int,
+                      timeout: float = 30.0) -> int | None:
+    """Record (durably, outside any transaction) that the write uses ``slot`` of its
+    application's transactional id pool; return the slot of the **first** slot record of the
+    write at or after ``start_offset`` (where the caller's read, which found none, ended),
+    which every attempt uses: another attempt may have recorded one a moment earlier.
+
+    Raises:
+        LedgerError: the record could not be written or read back.
+    """
+    key = slot_key(transactional_id_prefix, write_id)
+    producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
+                         "acks": "all", "linger.ms": 0})
+    failures: list[KafkaError] = []
+    producer.produce(topic, slot_value(transactional_id_prefix, write_id, slot), key, partition,
+                     on_delivery=lambda err, _msg: failures.append(err) if err else None)
+    if producer.flush(timeout) > 0 or failures:
+        reason = failures[0].str() if failures else f"not acknowledged within {timeout}s"
+        raise LedgerError(f"could not write the slot record of write_id {write_id!r} to "
+                          f"{topic}[{partition}]: {reason}. Nothing was written; re-run the "
+                          "write.")
+    with _ledger_errors(_OFFSETS_HINT):
+        read = internal_topics.read_partition(kafka_config, topic, partition,
+                                              start_offset=start_offset,
+                                              keep=lambda k: k == key, committed=False,
+                                              timeout=timeout)
+    return first_slot(read.records, key)
+
+
 def ledger_end_offset(
     admin: AdminClient, topic: str, partition: int, *, committed: bool, timeout: float = 30.0
 ) -> int:
@@ -364,7 +436,7 @@ def read_ledger(
     timeout: float,
 ) -> LedgerView:
     """The committed tasks of the write ``(transactional_id_prefix, write_id)`` whose ledger
-    records lie in ``[start_offset, until_offset)`` of ``topic[partition]``.
+    records lie in ``[start_offset, until_offset)`` of ``topic[partition]``, and its slot.
 
     Which entries count is :func:`committed_entries`' rule (``output_topic`` is the write's
     ``topic=``, ``None`` for a ``topic`` column). Reads with ``isolation.level=read_committed``
@@ -376,7 +448,11 @@ def read_ledger(
             ``timeout`` seconds (an open transaction on the ledger partition), a read error, or
             a record this package did not write.
     """
+    own_slot_key = slot_key(transactional_id_prefix, write_id)
+
     def keep(raw: bytes) -> bool:
+        if raw == own_slot_key:
+            return True
         key = LedgerKey.decode(raw)
         return key is not None and key.belongs_to(transactional_id_prefix, write_id)
 
@@ -385,6 +461,8 @@ def read_ledger(
         read = internal_topics.read_partition(
             kafka_config, topic, partition, start_offset=start_offset, until_offset=until_offset,
             keep=keep, timeout=timeout)
-    entries = committed_entries(read.records, transactional_id_prefix=transactional_id_prefix,
+    entries = committed_entries([r for r in read.records if r.key != own_slot_key],
+                                transactional_id_prefix=transactional_id_prefix,
                                 write_id=write_id, output_topic=output_topic)
-    return LedgerView(entries, read.end_offset)
+    return LedgerView(entries, read.end_offset, first_slot(read.records, own_slot_key),
+                      read.scanned)

@@ -52,8 +52,10 @@ _COORDINATOR_CANNOT_WRITE = frozenset({
 })
 
 
-def transactional_id(prefix: str, write_id: str, index: int) -> str:
-    """``<prefix>-<first 12 hex digits of sha256(write_id)>-<index>``."""
+def legacy_transactional_id(prefix: str, write_id: str, index: int) -> str:
+    """``<prefix>-<first 12 hex digits of sha256(write_id)>-<index>``: the id earlier versions
+    of this package gave task ``index`` of ``write_id`` (this one uses the pool's ids,
+    :mod:`~airflow_provider_kafka_spark.spark.write.pool`)."""
     digest = hashlib.sha256(write_id.encode()).hexdigest()[:12]
     return f"{prefix}-{digest}-{index}"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ from airflow_provider_kafka_spark.spark.write.checks import (
     check_exactly_once_args,
     check_guarantee,
     check_ledger_record_fits,
+    check_ledger_since,
     check_metadata_timeout,
 )
 from airflow_provider_kafka_spark.spark.write.cluster import (
@@ -96,6 +98,7 @@ def write_kafka(
     max_transaction_retries: int = 3,
     retry_buffer_bytes: int = 256 * 1024 * 1024,
     metadata_timeout_s: float = 10.0,
+    ledger_since: datetime | None = None,
 ) -> WriteResult:
     """Write ``df`` to Kafka, one producer per Spark partition.
 
@@ -139,13 +142,16 @@ def write_kafka(
         writes its partition again, so records can be duplicated.
     ``exactly_once``
         Every task writes its partition in one Kafka transaction with ``transactional.id``
-        ``<transactional_id_prefix>-<hash of write_id>-<partition index>``, together with a
-        record in the compacted ``ledger_topic``. Retried tasks, re-run Spark jobs and re-runs
-        of the same ``write_id`` skip committed partitions and complete the rest, so every row
-        is visible exactly once to readers with ``isolation.level=read_committed``. Requires
-        ``df`` to produce the same rows in each partition index on every evaluation (it is
-        evaluated twice: the pre-pass, and the write; a re-run of a complete write only runs
-        the pre-pass).
+        ``<transactional_id_prefix>-p<slot>-<partition index>``, together with a record in the
+        compacted ``ledger_topic``. ``slot`` is the write's slot of the application's pool of
+        transactional ids (leased for the write's duration, recorded in the ledger, the same
+        on every attempt): the application uses ``slots x partitions`` ids, however many writes
+        it makes, and two of its writes running at once use different slots. Retried tasks,
+        re-run Spark jobs and re-runs of the same ``write_id`` skip committed partitions and
+        complete the rest, so every row is visible exactly once to readers with
+        ``isolation.level=read_committed``. Requires ``df`` to produce the same rows in each
+        partition index on every evaluation (it is evaluated twice: the pre-pass, and the
+        write; a re-run of a complete write only runs the pre-pass).
         ``transaction_timeout_ms`` must not exceed the brokers' ``transaction.max.timeout.ms``.
         A transaction aborted by an abortable error is retried up to
         ``max_transaction_retries`` times from the task's input kept in memory (up to
@@ -156,7 +162,11 @@ def write_kafka(
         fingerprint differs from this DataFrame's is refused. A write counts only the ledger
         entries of exactly its own ``(transactional_id_prefix, write_id)``; entries of earlier
         versions (ledger format 1) count only under the narrow rule in
-        ``docs/exactly-once.md``.
+        ``docs/exactly-once.md``. ``ledger_since`` (an aware datetime): no attempt of this
+        write began before it; the driver reads the write's ledger partition from there (a few
+        minutes earlier, found by time) instead of from its start, so the check costs the same
+        however long the ledger's history is. Give it only when it is certain (an attempt that
+        began earlier would not be found, and its tasks would be written again).
 
     Raises:
         WriteConfigError: bad arguments, ``kafka_config``, columns or rows, a missing topic, or
@@ -184,6 +194,7 @@ def write_kafka(
     if guarantee == "exactly_once":
         prefix, wid = check_exactly_once_args(transactional_id_prefix, write_id,
                                               transaction_timeout_ms)
+        since_ms = check_ledger_since(ledger_since)
         check_producer_config(kafka_config, guarantee, transactional_id=f"{prefix}-x",
                               transaction_timeout_ms=transaction_timeout_ms)
         check_ledger_record_fits(prefix, wid, topic, kafka_config)
@@ -222,15 +233,18 @@ def write_kafka(
 
     assert scan is not None
     num_partitions = scan.num_partitions
-    plan = plan_exactly_once(admin, TaskPlan(
+    plan, lease = plan_exactly_once(admin, TaskPlan(
         kafka_config=dict(kafka_config), guarantee="exactly_once", topic=topic, write_id=wid,
         transactional_id_prefix=prefix, num_partitions=num_partitions, ledger_topic=ledger_topic,
         transaction_timeout_ms=transaction_timeout_ms, init_timeout_s=init_transactions_timeout_s,
         max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
-    ), scan.inputs())
+    ), scan.inputs(), ledger_since_ms=since_ms)
     outcomes = []
-    if len(plan.committed) < num_partitions:
-        outcomes = _run_tasks(df, plan)
+    if lease is not None:
+        try:
+            outcomes = _run_tasks(df, plan)
+        finally:
+            lease.release()
     written = {i: n for i, n, skipped, _ in outcomes if not skipped}
     topics = set(plan.committed_topics) | {t for *_, ts in outcomes for t in ts}
     return WriteResult(
