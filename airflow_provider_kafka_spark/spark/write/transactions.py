@@ -4,7 +4,7 @@ Kafka transaction together with its ledger record, and the transaction steps it 
 ``exactly_once`` per task (partition index ``i``; run by
 :func:`~airflow_provider_kafka_spark.spark.write.task.write_partition`)::
 
-    init_transactions()            fences every older producer of transactional.id <prefix>-<h>-<i>
+    init_transactions()            fences every older producer of transactional.id <prefix>-p<slot>-<i>
                                    and completes or aborts its transaction
     read the ledger tail           (read_committed) up to the high watermark seen after the fence
     if (prefix, write_id, i)       skip - an earlier attempt committed this task (refuse
