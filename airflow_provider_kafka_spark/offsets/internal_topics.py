@@ -170,6 +170,34 @@ def offset_for_time(admin: AdminClient, topic: str, partition: int, timestamp_ms
     return end_offset(admin, topic, partition, committed=False, timeout=timeout)
 
 
+def high_watermark(kafka_config: Mapping[str, Any], topic: str, partition: int, *,
+                   timeout: float = 30.0) -> int:
+    """The high watermark of ``topic[partition]`` (open transactions' records included), asked
+    by a short-lived ``read_uncommitted`` consumer: tens of milliseconds, where a new admin
+    client's first offset lookup takes up to a second (its metadata first).
+
+    Raises:
+        InternalTopicError: no answer within ``timeout`` seconds.
+    """
+    config = consumer_config(kafka_config, isolation_level="read_uncommitted")
+    consumer = Consumer(config)
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                return int(consumer.get_watermark_offsets(
+                    TopicPartition(topic, partition), timeout=max(0.1, min(
+                        5.0, deadline - time.monotonic())), cached=False)[1])
+            except KafkaException as exc:
+                if time.monotonic() >= deadline:
+                    raise InternalTopicError(
+                        f"could not list the high watermark of {topic}[{partition}]: "
+                        f"{exc.args[0].str()}") from None
+                time.sleep(0.2)
+    finally:
+        consumer.close()
+
+
 def _list_offset(admin: AdminClient, topic: str, partition: int,
                  kind: Literal["earliest", "latest"] | int, isolation_level: str,
                  timeout: float) -> int:

@@ -386,18 +386,20 @@ def ledger_offset_since(admin: AdminClient, topic: str, partition: int, timestam
 
 def write_slot_record(kafka_config: Mapping[str, Any], topic: str, partition: int, *,
                       transactional_id_prefix: str, write_id: str, slot: int, start_offset: int,
-                      timeout: float = 30.0) -> int | None:
+                      producer: Producer | None = None, timeout: float = 30.0) -> int | None:
     """Record (durably, outside any transaction) that the write uses ``slot`` of its
     application's transactional id pool; return the slot of the **first** slot record of the
     write at or after ``start_offset`` (where the caller's read, which found none, ended),
     which every attempt uses: another attempt may have recorded one a moment earlier.
+    ``producer``: an idempotent producer of the cluster to write with (else a new one).
 
     Raises:
         LedgerError: the record could not be written or read back.
     """
     key = slot_key(transactional_id_prefix, write_id)
-    producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 0})
+    if producer is None:
+        producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
+                             "acks": "all", "linger.ms": 0})
     failures: list[KafkaError] = []
     producer.produce(topic, slot_value(transactional_id_prefix, write_id, slot), key, partition,
                      on_delivery=lambda err, _msg: failures.append(err) if err else None)
@@ -412,6 +414,13 @@ def write_slot_record(kafka_config: Mapping[str, Any], topic: str, partition: in
                                               keep=lambda k: k == key, committed=False,
                                               timeout=timeout)
     return first_slot(read.records, key)
+
+
+def ledger_high_watermark(kafka_config: Mapping[str, Any], topic: str, partition: int, *,
+                          timeout: float = 30.0) -> int:
+    """The high watermark of a ledger partition (a task's cheap lookup: no admin client)."""
+    with _ledger_errors(_OFFSETS_HINT):
+        return internal_topics.high_watermark(kafka_config, topic, partition, timeout=timeout)
 
 
 def ledger_end_offset(

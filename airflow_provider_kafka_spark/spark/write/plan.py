@@ -220,17 +220,18 @@ def plan_exactly_once(admin: AdminClient, write: TaskPlan, inputs: Sequence[Task
     unfinished = sorted(set(range(num_partitions)) - plan.committed)
     if not unfinished:
         return plan, None
-    lease = lease_slot(kafka_config, ledger_topic, partitions, prefix=transactional_id_prefix,
+    lease = lease_slot(kafka_config, admin, ledger_topic, partitions, prefix=transactional_id_prefix,
                        write_id=write_id, slot=view.slot, ttl_s=lease_ttl_s)
     try:
         slot = lease.slot
         if view.slot is None:
             first = write_slot_record(kafka_config, ledger_topic, partition,
                                       transactional_id_prefix=transactional_id_prefix,
-                                      write_id=write_id, slot=slot, start_offset=view.end_offset)
+                                      write_id=write_id, slot=slot, start_offset=view.end_offset,
+                                      producer=lease.producer)
             if first is not None and first != slot:  # another attempt recorded its slot first
                 lease.release()
-                lease = lease_slot(kafka_config, ledger_topic, partitions,
+                lease = lease_slot(kafka_config, admin, ledger_topic, partitions,
                                    prefix=transactional_id_prefix, write_id=write_id, slot=first,
                                    ttl_s=lease_ttl_s)
                 slot = first

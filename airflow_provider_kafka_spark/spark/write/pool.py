@@ -49,10 +49,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
-from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.offsets.config import client_config
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 
@@ -155,6 +155,12 @@ class SlotLease:
                                          name=f"kafka-spark-lease-{prefix}-{slot}", daemon=True)
         self._thread.start()
 
+    @property
+    def producer(self) -> Producer:
+        """The lease's idempotent producer (``acks=all``), also for the write's other records
+        outside transactions."""
+        return self._producer
+
     def _send(self, state: str) -> None:
         record = LeaseRecord(**{**self._record.__dict__, "state": state, "at_ms": _now_ms()})
         key, value = record.encode()
@@ -182,9 +188,9 @@ class SlotLease:
             log.warning("could not free slot %d of the transactional id pool: %s", self.slot, exc)
 
 
-def _read_leases(kafka_config: Mapping[str, Any], topic: str, partition: int, prefix: str,
-                 window_ms: int, timeout: float) -> list[LeaseRecord]:
-    admin = admin_client(kafka_config)
+def _read_leases(kafka_config: Mapping[str, Any], admin: AdminClient, topic: str,
+                 partition: int, prefix: str, window_ms: int,
+                 timeout: float) -> list[LeaseRecord]:
     start = internal_topics.offset_for_time(admin, topic, partition, _now_ms() - window_ms,
                                             timeout=timeout)
     prefix_key = json.dumps([_POOL_TAG, prefix], separators=(",", ":"))[:-1].encode() + b","
@@ -196,6 +202,7 @@ def _read_leases(kafka_config: Mapping[str, Any], topic: str, partition: int, pr
 
 def lease_slot(
     kafka_config: Mapping[str, Any],
+    admin: AdminClient,
     topic: str,
     partitions: int,
     *,
@@ -206,7 +213,8 @@ def lease_slot(
     wait_s: float = 3600.0,
     timeout: float = 30.0,
 ) -> SlotLease:
-    """Lease ``slot`` of ``prefix``'s pool for ``write_id`` (the slot its slot record names),
+    """Lease ``slot`` of ``prefix``'s pool for ``write_id`` (``admin``: a client of the cluster,
+    for offset lookups) (the slot its slot record names),
     or, when ``slot`` is ``None`` (a write's first run), the lowest slot no other live write
     holds. Waits while ``slot`` is held by another live write (its lease expires ``ttl_s``
     after its last renewal).
@@ -224,7 +232,7 @@ def lease_slot(
     waited_for: LeaseRecord | None = None
     try:
         while True:
-            holders = slot_holders(_read_leases(kafka_config, topic, partition, prefix,
+            holders = slot_holders(_read_leases(kafka_config, admin, topic, partition, prefix,
                                                 3 * ttl_ms, timeout))
             now = _now_ms()
             live = {s: r for s, r in holders.items()
@@ -248,7 +256,7 @@ def lease_slot(
                 candidate = slot
             claim = LeaseRecord(prefix, candidate, write_id, holder, "held", now, ttl_ms)
             _produce_durably(producer, topic, partition, claim, timeout)
-            mine = slot_holders(_read_leases(kafka_config, topic, partition, prefix,
+            mine = slot_holders(_read_leases(kafka_config, admin, topic, partition, prefix,
                                              3 * ttl_ms, timeout)).get(candidate)
             if mine is not None and mine.holder == holder:
                 return SlotLease(kafka_config, topic, partition, prefix, write_id, candidate,

@@ -24,14 +24,13 @@ from airflow_provider_kafka_spark.errors import (
     ProducerFencedError,
     TransactionError,
 )
-from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.offsets.config import producer_config
 from airflow_provider_kafka_spark.spark.native import BatchProducer
 from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerEntry,
     TaskInput,
     input_mismatch,
-    ledger_end_offset,
+    ledger_high_watermark,
     read_ledger,
 )
 from airflow_provider_kafka_spark.spark.write.plan import TaskPlan
@@ -176,8 +175,7 @@ def _write_exactly_once(
     # After the fence every earlier transaction of this id is decided, its markers written:
     # reading the ledger up to the current high watermark shows any commit of this task.
     timeout = plan.transaction_timeout_ms / 1000 + 30
-    high = ledger_end_offset(admin_client(plan.kafka_config), plan.ledger_topic,
-                             plan.ledger_partition, committed=False)
+    high = ledger_high_watermark(plan.kafka_config, plan.ledger_topic, plan.ledger_partition)
     view = read_ledger(plan.kafka_config, plan.ledger_topic, plan.ledger_partition,
                        transactional_id_prefix=plan.transactional_id_prefix,
                        write_id=plan.write_id, output_topic=plan.topic,
