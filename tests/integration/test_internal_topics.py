@@ -77,9 +77,9 @@ def test_read_partition_returns_kept_keys_with_offsets_and_tombstones_up_to_the_
     assert high == 7  # five records, the aborted one, its abort marker
     assert everything == PartitionRead((InternalRecord(b"a", b"1", 0), InternalRecord(b"b", b"2", 1),
                                         InternalRecord(b"a", None, 3),
-                                        InternalRecord(b"a", b"3", 4)), 7)
+                                        InternalRecord(b"a", b"3", 4)), 7, scanned=5)
     assert only_a.records == (InternalRecord(b"a", b"1", 0), InternalRecord(b"a", None, 3),
                               InternalRecord(b"a", b"3", 4))
-    assert tail == PartitionRead((InternalRecord(b"a", None, 3),), 4)
+    assert tail == PartitionRead((InternalRecord(b"a", None, 3),), 4, scanned=2)
     assert nothing == PartitionRead((), 3)
     assert read_partition(kafka_config, topic, 0) == PartitionRead((), 0)

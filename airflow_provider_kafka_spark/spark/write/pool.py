@@ -211,13 +211,13 @@ def lease_slot(
     slot: int | None,
     ttl_s: float = LEASE_TTL_S,
     wait_s: float = 3600.0,
-    timeout: float = 30.0,
+    timeout: float = 20.0,
 ) -> SlotLease:
-    """Lease ``slot`` of ``prefix``'s pool for ``write_id`` (``admin``: a client of the cluster,
-    for offset lookups) (the slot its slot record names),
+    """Lease ``slot`` of ``prefix``'s pool for ``write_id`` (the slot its slot record names),
     or, when ``slot`` is ``None`` (a write's first run), the lowest slot no other live write
     holds. Waits while ``slot`` is held by another live write (its lease expires ``ttl_s``
-    after its last renewal).
+    after its last renewal). ``admin`` is a client of the cluster, for offset lookups; a lease
+    record not acknowledged by the in-sync replicas within ``timeout`` seconds fails.
 
     Raises:
         LedgerError: the slot stayed held by another write for ``wait_s`` seconds, or the
@@ -227,7 +227,8 @@ def lease_slot(
     holder = uuid.uuid4().hex
     ttl_ms = int(ttl_s * 1000)
     producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 0})
+                         "acks": "all", "linger.ms": 0,
+                         "message.timeout.ms": int(timeout * 1000)})
     deadline = time.monotonic() + wait_s
     waited_for: LeaseRecord | None = None
     try:
@@ -271,9 +272,11 @@ def _produce_durably(producer: Producer, topic: str, partition: int, record: Lea
     key, value = record.encode()
     producer.produce(topic, value, key, partition,
                      on_delivery=lambda err, _msg: failures.append(err) if err else None)
-    if producer.flush(timeout) > 0 or failures:
+    if producer.flush(timeout + 5) > 0 or failures:
         reason = failures[0].str() if failures else f"not acknowledged within {timeout}s"
         raise LedgerError(
             f"could not lease a slot of the transactional id pool of {record.prefix!r} in "
-            f"{topic}[{partition}]: {reason}. Nothing was written; check the brokers and that "
-            "this client may write the ledger topic, then re-run the write.")
+            f"{topic}[{partition}]: {reason}. The usual causes: brokers down, so that fewer "
+            "replicas of the ledger topic are in sync than its min.insync.replicas (a write "
+            "with acks=all is refused), or no permission to write the ledger topic. Nothing was "
+            "written; check the brokers and the ledger topic's ACLs, then re-run the write.")
