@@ -42,6 +42,9 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", SMALL_JVM_OPTS)
 # (60 topics, 120,000 transactional records, read back): 7 -> 3.7 and 13-16 -> 8-10 CPU seconds,
 # the same wall time. Benchmarks' brokers keep the defaults (C2, G1).
 os.environ.setdefault("KAFKA_BROKER_JVM_OPTS", SMALL_JVM_OPTS)
+# And for the standalone cluster's JVMs (tools/spark_cluster.py: master, workers, Connect
+# server, submitted drivers, executors).
+os.environ.setdefault("SPARK_CLUSTER_JVM_OPTS", SMALL_JVM_OPTS)
 
 # run_dag and the metadata DB and kafka_default connection it needs, for every tier that runs
 # DAGs (tests/dags, tests/secured).

@@ -198,6 +198,15 @@ def spark_env(run_dir: Path, python: str) -> dict[str, str]:
         "PYSPARK_PYTHON": python,
         "PYSPARK_DRIVER_PYTHON": python,
     })
+    jvm_opts = os.environ.get("SPARK_CLUSTER_JVM_OPTS", "").strip()
+    if jvm_opts:
+        # Extra JVM options for every JVM of the cluster: the master and workers
+        # (SPARK_DAEMON_JAVA_OPTS), the Connect server and submitted drivers
+        # (SPARK_SUBMIT_OPTS) and the executors the workers start (spark-defaults.conf).
+        env["SPARK_DAEMON_JAVA_OPTS"] = jvm_opts
+        env["SPARK_SUBMIT_OPTS"] = jvm_opts
+        (conf_dir / "spark-defaults.conf").write_text(
+            f"spark.executor.extraJavaOptions {jvm_opts}\n")
     return env
 
 
