@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, OffsetResolutionError
@@ -155,6 +155,25 @@ def end_offset(admin: AdminClient, topic: str, partition: int, *, committed: boo
                         "read_committed" if committed else "read_uncommitted", timeout)
 
 
+def durable_producer(kafka_config: Mapping[str, Any], **settings: Any) -> Producer:
+    """An idempotent ``acks=all`` producer for records of internal topics (``settings`` added,
+    e.g. ``message.timeout.ms``)."""
+    return Producer({**client_config(kafka_config), "enable.idempotence": True, "acks": "all",
+                     "linger.ms": 0, **settings})
+
+
+def produce_durably(producer: Producer, topic: str, partition: int, key: bytes, value: bytes,
+                    timeout: float) -> str | None:
+    """Produce one record and wait until every in-sync replica has it; ``None`` then, else why
+    not (the delivery error, or that it was not acknowledged within ``timeout`` seconds)."""
+    failures: list[KafkaError] = []
+    producer.produce(topic, value, key, partition,
+                     on_delivery=lambda err, _msg: failures.append(err) if err else None)
+    if producer.flush(timeout) > 0 or failures:
+        return failures[0].str() if failures else f"not acknowledged within {timeout:.0f}s"
+    return None
+
+
 def offset_for_time(admin: AdminClient, topic: str, partition: int, timestamp_ms: int, *,
                     timeout: float = 30.0) -> int:
     """The first offset of ``topic[partition]`` whose record timestamp is ``timestamp_ms`` or
@@ -236,12 +255,11 @@ def read_partition(
             ``timeout`` seconds (a transaction on the partition is still open), or the
             partition could not be read.
     """
-    if start_offset is None or until_offset is None:
-        admin = AdminClient(client_config(kafka_config))
-        if start_offset is None:
-            start_offset = log_start_offset(admin, topic, partition, timeout=timeout)
-        if until_offset is None:
-            until_offset = end_offset(admin, topic, partition, committed=False, timeout=timeout)
+    if start_offset is None:
+        start_offset = log_start_offset(AdminClient(client_config(kafka_config)), topic,
+                                        partition, timeout=timeout)
+    if until_offset is None:
+        until_offset = high_watermark(kafka_config, topic, partition, timeout=timeout)
     records: list[InternalRecord] = []
     if until_offset <= start_offset:
         return PartitionRead((), start_offset)

@@ -26,14 +26,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
-
 from airflow_provider_kafka_spark.errors import InternalTopicError, PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.cluster import admin_client
-from airflow_provider_kafka_spark.offsets.config import client_config
 from airflow_provider_kafka_spark.offsets.internal_topics import (
+    durable_producer,
     ensure_compacted_topic,
     partition_for,
+    produce_durably,
     read_partition,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
@@ -126,15 +125,11 @@ def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRange
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)
     key = run.encode()
-    producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 0})
-    failures: list[KafkaError] = []
     value = {"pin": _PIN_VERSION, "request": dict(request), "ranges": ranges.to_dict()}
-    producer.produce(topic, json.dumps(value, sort_keys=True).encode(), key,
-                     partition_for(key.decode(), partitions),
-                     on_delivery=lambda err, _msg: failures.append(err) if err else None)
-    if producer.flush(timeout) > 0 or failures:
-        reason = failures[0].str() if failures else f"not acknowledged within {timeout}s"
+    reason = produce_durably(durable_producer(kafka_config), topic,
+                             partition_for(key.decode(), partitions), key,
+                             json.dumps(value, sort_keys=True).encode(), timeout)
+    if reason is not None:
         raise InternalTopicError(
             f"could not pin the resolved ranges of {run} in {topic!r}: {reason}. Nothing was "
             "read yet; retry the task."

@@ -44,12 +44,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
-from airflow_provider_kafka_spark.offsets.config import client_config
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 
 log = logging.getLogger(__name__)
@@ -397,14 +396,10 @@ def write_slot_record(kafka_config: Mapping[str, Any], topic: str, partition: in
         LedgerError: the record could not be written or read back.
     """
     key = slot_key(transactional_id_prefix, write_id)
-    if producer is None:
-        producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
-                             "acks": "all", "linger.ms": 0})
-    failures: list[KafkaError] = []
-    producer.produce(topic, slot_value(transactional_id_prefix, write_id, slot), key, partition,
-                     on_delivery=lambda err, _msg: failures.append(err) if err else None)
-    if producer.flush(timeout) > 0 or failures:
-        reason = failures[0].str() if failures else f"not acknowledged within {timeout}s"
+    reason = internal_topics.produce_durably(
+        producer or internal_topics.durable_producer(kafka_config), topic, partition, key,
+        slot_value(transactional_id_prefix, write_id, slot), timeout)
+    if reason is not None:
         raise LedgerError(f"could not write the slot record of write_id {write_id!r} to "
                           f"{topic}[{partition}]: {reason}. Nothing was written; re-run the "
                           "write.")

@@ -48,12 +48,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
-from airflow_provider_kafka_spark.offsets.config import client_config
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 
 log = logging.getLogger(__name__)
@@ -143,9 +142,8 @@ class SlotLease:
     Use :func:`lease_slot` to get one.
     """
 
-    def __init__(self, kafka_config: Mapping[str, Any], topic: str, partition: int, prefix: str,
-                 write_id: str, slot: int, holder: str, ttl_s: float,
-                 producer: Producer) -> None:
+    def __init__(self, topic: str, partition: int, prefix: str, write_id: str, slot: int,
+                 holder: str, ttl_s: float, producer: Producer) -> None:
         self.slot = slot
         self._record = LeaseRecord(prefix, slot, write_id, holder, "held", 0, int(ttl_s * 1000))
         self._topic, self._partition = topic, partition
@@ -226,9 +224,8 @@ def lease_slot(
     partition = pool_partition(prefix, partitions)
     holder = uuid.uuid4().hex
     ttl_ms = int(ttl_s * 1000)
-    producer = Producer({**client_config(kafka_config), "enable.idempotence": True,
-                         "acks": "all", "linger.ms": 0,
-                         "message.timeout.ms": int(timeout * 1000)})
+    producer = internal_topics.durable_producer(kafka_config,
+                                                **{"message.timeout.ms": int(timeout * 1000)})
     deadline = time.monotonic() + wait_s
     waited_for: LeaseRecord | None = None
     try:
@@ -260,20 +257,17 @@ def lease_slot(
             mine = slot_holders(_read_leases(kafka_config, admin, topic, partition, prefix,
                                              3 * ttl_ms, timeout)).get(candidate)
             if mine is not None and mine.holder == holder:
-                return SlotLease(kafka_config, topic, partition, prefix, write_id, candidate,
-                                 holder, ttl_s, producer)
+                return SlotLease(topic, partition, prefix, write_id, candidate, holder, ttl_s,
+                                 producer)
     except InternalTopicError as exc:
         raise LedgerError(f"transactional id pool of {prefix!r}: {exc}") from None
 
 
 def _produce_durably(producer: Producer, topic: str, partition: int, record: LeaseRecord,
                      timeout: float) -> None:
-    failures: list[KafkaError] = []
-    key, value = record.encode()
-    producer.produce(topic, value, key, partition,
-                     on_delivery=lambda err, _msg: failures.append(err) if err else None)
-    if producer.flush(timeout + 5) > 0 or failures:
-        reason = failures[0].str() if failures else f"not acknowledged within {timeout}s"
+    reason = internal_topics.produce_durably(producer, topic, partition, *record.encode(),
+                                             timeout + 5)
+    if reason is not None:
         raise LedgerError(
             f"could not lease a slot of the transactional id pool of {record.prefix!r} in "
             f"{topic}[{partition}]: {reason}. The usual causes: brokers down, so that fewer "
