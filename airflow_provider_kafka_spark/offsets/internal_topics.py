@@ -40,6 +40,7 @@ class InternalRecord:
     key: bytes
     value: bytes | None
     offset: int
+    timestamp_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -294,7 +295,7 @@ def read_partition(
             key, value = msg.key(), msg.value()
             if isinstance(key, bytes) and (keep is None or keep(key)):
                 records.append(InternalRecord(key, value if isinstance(value, bytes) else None,
-                                              offset))
+                                              offset, msg.timestamp()[1]))
             if offset + 1 >= until_offset:
                 return PartitionRead(tuple(records), offset + 1, scanned)
     finally:

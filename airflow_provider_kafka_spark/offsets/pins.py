@@ -14,9 +14,22 @@ old run was cleared) is refused with :class:`PinnedRequestChangedError` instead 
 re-reading the old slice or reading a new one: the caller decides, by re-resolving.
 
 Each run's records live in one partition of the pins topic, chosen by a hash of the run key,
-and the newest record of a key wins. Compaction keeps the newest record of every key forever,
-so a run can be cleared years later; a lookup reads its pins partition from the log start,
-which costs about one record per run that ever hashed there.
+and the newest record of a key wins. Compaction keeps the newest record of every key forever
+(the topic has no time retention), so a run can be cleared years later.
+
+**Lookups do not grow with history.** A run's pins are written when it resolves, never before
+the run exists. A lookup given ``since`` (the run's own start, in Airflow its ``run_after``)
+finds the first offset stamped at ``since - PIN_MARGIN`` through the broker's time index and
+reads from there: it costs the pins written since the run began, whatever came before. A
+scheduled run, a retry or a clear of a recent run reads minutes to days of pins; a clear of a
+run a year old reads that year's pins of one partition (once). Without ``since`` a lookup
+reads the partition from its log start, as before.
+
+**Retention.** None by time: the topic is compacted only, one record per run (plus one per
+interval boundary, :mod:`~airflow_provider_kafka_spark.offsets.runs`). Should an operator set
+``retention.ms`` on it anyway, a clear of a run older than that finds no pin and resolves its
+specs again, as a first resolution (logged as such): ``timestamp:`` intervals give the same
+slice while their records are retained; ``latest`` and ``committed`` answer anew.
 """
 
 from __future__ import annotations
@@ -24,13 +37,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
+
+from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.offsets.internal_topics import (
+    InternalRecord,
     durable_producer,
     ensure_compacted_topic,
+    offset_for_time,
     partition_for,
     produce_durably,
     read_partition,
@@ -43,6 +61,10 @@ PINS_TOPIC = f"{INTERNAL_TOPIC_PREFIX}pins"
 
 PINS_PARTITIONS = 8
 """Partitions of a pins topic this package creates."""
+
+PIN_MARGIN = timedelta(hours=1)
+"""How long before its ``since`` a lookup starts reading: room for clock skew between the
+scheduler and the brokers, and for a run resolved somewhat before the time it is anchored to."""
 
 _KEY_VERSION = 1
 _PIN_VERSION = 2  # {"pin": 2, "request": {...}, "ranges": {...}}; version 1 was bare ranges
@@ -68,13 +90,16 @@ class RunKey:
 
 
 def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
-                  request: Mapping[str, str | None], *, topic: str = PINS_TOPIC,
-                  timeout: float = 30.0) -> OffsetRanges | None:
+                  request: Mapping[str, str | None], *, since: datetime | None = None,
+                  topic: str = PINS_TOPIC, timeout: float = 30.0) -> OffsetRanges | None:
     """The ranges pinned for ``run``, or ``None`` when it has none (its first resolution).
 
     ``request`` is what the run asks for now (e.g. ``{"subscription": "topics:orders",
     "start": "earliest", "stop": "latest", ...}``); it must equal the request the pin was made
     for. Pins written before requests were recorded are used as they are.
+
+    ``since``: when the run began (in Airflow its ``run_after``); pins written before
+    ``since - PIN_MARGIN`` are not read. ``None`` reads the pins partition from its log start.
 
     Raises:
         InternalTopicError: the pins topic could not be created or read.
@@ -84,20 +109,14 @@ def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)
     key = run.encode()
-    read = read_partition(kafka_config, topic, partition_for(key.decode(), partitions),
+    partition = partition_for(key.decode(), partitions)
+    read = read_partition(kafka_config, topic, partition,
+                          start_offset=read_start(admin, topic, partition, since, timeout),
                           keep=lambda k: k == key, timeout=timeout)
     if not read.records or read.records[-1].value is None:
         return None
-    try:
-        value = json.loads(read.records[-1].value)
-        pinned_request = value.get("request") if value.get("pin") == _PIN_VERSION else None
-        ranges = OffsetRanges.from_json(value["ranges"] if pinned_request is not None else value)
-    except (ValueError, TypeError, AttributeError, KeyError) as exc:
-        raise InternalTopicError(
-            f"the ranges pinned for {run} in {topic!r} cannot be read ({exc}); they were "
-            "written by another version of this package. Re-resolve the run explicitly "
-            "(re_resolve=True) to pin new ranges."
-        ) from None
+    found = _decode_pin(run, read.records[-1], topic)
+    pinned_request, ranges = found.request, found.ranges
     if pinned_request is not None and dict(pinned_request) != dict(request):
         changes = "; ".join(
             f"{name} {pinned_request.get(name)!r} -> {request.get(name)!r}"
@@ -110,6 +129,86 @@ def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
             "Param re_resolve); to re-read the old slice, run it with its old settings."
         )
     return ranges
+
+
+@dataclass(frozen=True)
+class Pin:
+    """The newest pinned ranges of one run. ``request`` is ``None`` for pins written before
+    requests were recorded; ``pinned_at`` is when the record was written (its timestamp)."""
+
+    run: RunKey
+    ranges: OffsetRanges
+    request: Mapping[str, str | None] | None
+    pinned_at: datetime
+
+
+def read_pins(kafka_config: Mapping[str, Any], dag_id: str, *, task_id: str | None = None,
+              since: datetime, topic: str = PINS_TOPIC, timeout: float = 30.0) -> list[Pin]:
+    """The pins of ``dag_id`` (of ``task_id`` only, when given) written since
+    ``since - PIN_MARGIN``, the newest per run, ordered by ``pinned_at``.
+
+    Reads every partition of the pins topic from the offset its time index gives for that
+    moment: the cost is the pins written since then, whatever came before.
+
+    Raises:
+        InternalTopicError: the pins topic could not be read, or holds a pin of this DAG that
+            another version of this package wrote.
+    """
+    admin = admin_client(kafka_config)
+    partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
+                                        timeout=timeout)
+    newest: dict[RunKey, InternalRecord] = {}
+    for partition in range(partitions):
+        read = read_partition(kafka_config, topic, partition,
+                              start_offset=read_start(admin, topic, partition, since, timeout),
+                              keep=lambda k: _pin_of(k, dag_id, task_id) is not None,
+                              timeout=timeout)
+        for record in read.records:
+            run = _pin_of(record.key, dag_id, task_id)
+            assert run is not None
+            newest[run] = record
+    pins = [_decode_pin(run, record, topic) for run, record in newest.items()
+            if record.value is not None]
+    return sorted(pins, key=lambda pin: (pin.pinned_at, str(pin.run)))
+
+
+def read_start(admin: AdminClient, topic: str, partition: int, since: datetime | None,
+               timeout: float) -> int | None:
+    """Where a lookup of records written since ``since - PIN_MARGIN`` starts reading
+    ``topic[partition]`` (``None``: at the log start)."""
+    if since is None:
+        return None
+    millis = int((since - PIN_MARGIN).timestamp() * 1000)
+    return offset_for_time(admin, topic, partition, max(millis, 0), timeout=timeout)
+
+
+def _pin_of(key: bytes, dag_id: str, task_id: str | None) -> RunKey | None:
+    """The run of a pin record's key when it belongs to ``dag_id`` (and ``task_id``)."""
+    if not key.startswith(b"[1, "):
+        return None
+    try:
+        version, dag, task, run_id, map_index = json.loads(key)
+    except ValueError:
+        return None
+    if version != _KEY_VERSION or dag != dag_id or (task_id is not None and task != task_id):
+        return None
+    return RunKey(dag, task, run_id, map_index)
+
+
+def _decode_pin(run: RunKey, record: InternalRecord, topic: str) -> Pin:
+    assert record.value is not None
+    try:
+        value = json.loads(record.value)
+        pinned_request = value.get("request") if value.get("pin") == _PIN_VERSION else None
+        ranges = OffsetRanges.from_json(value["ranges"] if pinned_request is not None else value)
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:
+        raise InternalTopicError(
+            f"the ranges pinned for {run} in {topic!r} cannot be read ({exc}); they were "
+            "written by another version of this package. Re-resolve the run explicitly "
+            "(re_resolve=True) to pin new ranges."
+        ) from None
+    return Pin(run, ranges, pinned_request,
+               datetime.fromtimestamp(record.timestamp_ms / 1000, UTC))
 
 
 def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRanges,
