@@ -54,4 +54,8 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.triggers.kafka"]}
         ],
+        # `airflow kafka-spark audit`: Airflow 3.2+ adds the commands these functions return
+        # (Airflow 3.1 ignores the key; `python -m airflow_provider_kafka_spark audit` works
+        # everywhere).
+        "cli": [f"{_PACKAGE}.cli.get_airflow_cli_commands"],
     }

@@ -1,5 +1,5 @@
-"""The offset core: specs, subscriptions, resolved ranges, cluster access, resolution, commits
-and completeness checks.
+"""The offset core: specs, subscriptions, resolved ranges, cluster access, resolution, commits,
+completeness checks and the audit of what a task's runs read.
 
 No Airflow and no Spark here: only confluent-kafka. Usable from any Python job::
 
@@ -25,6 +25,7 @@ from airflow_provider_kafka_spark.errors import (
     OffsetSpecError,
     PinnedRequestChangedError,
 )
+from airflow_provider_kafka_spark.offsets.audit import Audit, audit
 from airflow_provider_kafka_spark.offsets.cluster import admin_client, list_partitions
 from airflow_provider_kafka_spark.offsets.commit import CommitResult, commit_offsets
 from airflow_provider_kafka_spark.offsets.config import consumer_config
@@ -47,6 +48,7 @@ from airflow_provider_kafka_spark.offsets.specs import (
 from airflow_provider_kafka_spark.offsets.subscription import Subscription
 
 __all__ = [
+    "Audit",
     "CommitError",
     "CommitResult",
     "Committed",
@@ -70,6 +72,7 @@ __all__ = [
     "Timestamp",
     "TimestampStop",
     "admin_client",
+    "audit",
     "commit_offsets",
     "consumer_config",
     "list_partitions",
