@@ -105,6 +105,23 @@ def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
         InternalTopicError: the pins topic could not be created or read.
         PinnedRequestChangedError: the pin answers another request (names what changed).
     """
+    return lookup_pin(kafka_config, run, request, since=since, topic=topic,
+                      timeout=timeout).ranges
+
+
+@dataclass(frozen=True)
+class PinLookup:
+    """What :func:`lookup_pin` found: the pinned ranges (``None``: none), and how many records
+    of the pins topic it read to find them."""
+
+    ranges: OffsetRanges | None
+    scanned: int
+
+
+def lookup_pin(kafka_config: Mapping[str, Any], run: RunKey,
+               request: Mapping[str, str | None], *, since: datetime | None = None,
+               topic: str = PINS_TOPIC, timeout: float = 30.0) -> PinLookup:
+    """:func:`pinned_ranges`, with the count of records read."""
     admin = admin_client(kafka_config)
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)
@@ -114,7 +131,7 @@ def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
                           start_offset=read_start(admin, topic, partition, since, timeout),
                           keep=lambda k: k == key, timeout=timeout)
     if not read.records or read.records[-1].value is None:
-        return None
+        return PinLookup(None, read.scanned)
     found = _decode_pin(run, read.records[-1], topic)
     pinned_request, ranges = found.request, found.ranges
     if pinned_request is not None and dict(pinned_request) != dict(request):
@@ -128,7 +145,7 @@ def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
             "was read. To read what the run asks for now, re-resolve it (re_resolve=True or the "
             "Param re_resolve); to re-read the old slice, run it with its old settings."
         )
-    return ranges
+    return PinLookup(ranges, read.scanned)
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ def resolve_offsets(
     isolation_level: str = "read_committed",
     on_data_loss: OnDataLoss = "fail",
     on_open_transaction: OnOpenTransaction = "fail",
+    boundary_starts: Mapping[Key, int] | None = None,
+    boundary_stops: Mapping[Key, int] | None = None,
     timeout: float = 30.0,
 ) -> OffsetRanges:
     """Resolve ``starting`` and ``stopping`` specs to one ``[start, stop)`` range per partition.
@@ -72,6 +74,16 @@ def resolve_offsets(
       (``table_offsets``, from :func:`airflow_provider_kafka_spark.sinks.tables.table_offsets`),
       else the reset strategy (no reset: error).
     * explicit offsets: as given; a listed offset beyond ``latest`` is an error.
+
+    Boundaries (how runs tile, :func:`~airflow_provider_kafka_spark.offsets.runs.resolve_run`):
+    ``boundary_starts`` / ``boundary_stops`` map partitions to offsets a neighbouring run
+    already fixed for this run's ``timestamp:`` start / stop; those partitions use them instead
+    of the timestamp lookup (other partitions are looked up). A start taken from a boundary
+    is checked against the log start like any offset (an exact loss count); a stop taken from
+    one is checked against the end of the log like a lookup's stop (an open transaction below
+    it is :class:`IntervalNotCompleteError` or a truncation). Where a boundary start lies past
+    the stop's lookup (records stamped after the stop that the previous run read), the range
+    is empty: ``[start, start)``.
 
     Open transactions (``read_committed``): a ``timestamp:T`` **stop** that the last stable
     offset cuts short, because a transaction that is still open began before the first record
@@ -100,6 +112,7 @@ def resolve_offsets(
             a partition with no committed offset and no reset strategy, or a timeout.
         IntervalNotCompleteError: an open transaction holds back a ``timestamp:`` stop.
         DataLossError: data the range needs was deleted, with ``on_data_loss="fail"``.
+        ConfigurationError: boundaries for a side whose spec is not ``timestamp:``.
     """
     seconds = check_timeout(timeout)
     start_spec = offset_specs.parse_offset_spec(starting)
@@ -117,6 +130,8 @@ def resolve_offsets(
     check_subscription(subscription)
     specs = (start_spec, stop_spec)
     recorded = _check_table_offsets(start_spec, stop_spec, table_offsets)
+    fixed_starts = _check_boundaries("boundary_starts", start_spec, boundary_starts)
+    fixed_stops = _check_boundaries("boundary_stops", stop_spec, boundary_stops)
     if any(_needs_group(s) for s in specs) and not group_id:
         raise OffsetSpecError(
             "a 'committed' offset spec needs group_id: pass the consumer group whose offsets to use."
@@ -137,10 +152,18 @@ def resolve_offsets(
                  if group_id and any(map(_needs_group, specs)) else {})
     starts = _offsets_for(start_spec, "starting", partitions, lookup, committed, recorded)
     stops = _offsets_for(stop_spec, "stopping", partitions, lookup, committed, recorded)
+    fixed_starts = {k: o for k, o in fixed_starts.items() if k in starts}
+    fixed_stops = {k: o for k, o in fixed_stops.items() if k in stops}
+    _check_within_log(lookup, {**fixed_starts, **fixed_stops})
+    starts.update(fixed_starts)
+    stops.update(fixed_stops)
     truncated: dict[Key, int] = {}
     if isinstance(stop_spec, offset_specs.Timestamp):
         held = {k: s.open_transaction for k, s in _timestamp_stops(lookup, stop_spec.millis).items()
-                if s.open_transaction is not None}
+                if s.open_transaction is not None and k not in fixed_stops}
+        if fixed_stops and level == "read_committed":
+            stable = lookup.offsets("latest")
+            held |= {k: stable[k] for k, o in fixed_stops.items() if o > stable[k]}
         if held and on_open_transaction == "fail":
             detail = "; ".join(f"{t}/{p}: last stable offset {o} (the open transaction's first "
                                f"offset {o})" for (t, p), o in sorted(held.items())[:20])
@@ -154,6 +177,7 @@ def resolve_offsets(
                 held,
             )
         truncated = held
+        stops |= {k: min(stops[k], o) for k, o in held.items()}
         if truncated:
             log.warning("Stopping at the last stable offset (on_open_transaction='truncate'): %s",
                         ", ".join(f"{t}/{p} at {o}" for (t, p), o in truncated.items()))
@@ -163,10 +187,12 @@ def resolve_offsets(
     ranges: list[PartitionRange] = []
     lost: dict[Key, int] = {}
     backwards: list[str] = []
-    retained_after = (_deleted_may_be_in_interval(lookup, start_spec.millis)
+    retained_after = (_deleted_may_be_in_interval(lookup, start_spec.millis) - set(fixed_starts)
                       if isinstance(start_spec, offset_specs.Timestamp) else set())
     for key in partitions:
         start, stop = starts[key], stops[key]
+        if key in fixed_starts and key not in fixed_stops and stop < start:
+            stop = start  # what the stop's lookup would add, the previous run read already
         gone = min(earliest[key], stop) - start
         if gone > 0:
             lost[key] = gone
@@ -260,6 +286,44 @@ def _deleted_may_be_in_interval(lookup: OffsetLookup, millis: int) -> set[Key]:
     high = lookup.offsets("latest", "read_uncommitted")
     return {k for k in lookup.partitions if earliest[k] > 0
             and (found[k] == earliest[k] or (found[k] < 0 and high[k] == earliest[k]))}
+
+
+def _check_boundaries(name: str, spec: offset_specs.OffsetSpec,
+                      boundaries: object) -> dict[Key, int]:
+    """``boundaries`` as a dict, once they fit ``spec`` (a ``timestamp:`` spec)."""
+    if boundaries is None:
+        return {}
+    if not isinstance(spec, offset_specs.Timestamp):
+        raise ConfigurationError(
+            f"{name} are given but that side's spec is {spec}; boundaries replace only a "
+            "'timestamp:' lookup. Pass them only with a timestamp spec (or remove them)."
+        )
+    if not isinstance(boundaries, Mapping) or not all(
+            isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
+            and type(k[1]) is int and type(v) is int and v >= 0
+            for k, v in boundaries.items()):
+        raise ConfigurationError(
+            f"{name}={shown(boundaries)} is not valid; pass a mapping "
+            "{(topic, partition): offset}."
+        )
+    return dict(boundaries)
+
+
+def _check_within_log(lookup: OffsetLookup, offsets: Mapping[Key, int]) -> None:
+    """Boundary offsets past a partition's high watermark: the topic was deleted and created
+    again since the neighbouring run fixed them."""
+    if not offsets:
+        return
+    high = lookup.offsets("latest", "read_uncommitted")
+    beyond = [f"{t}/{p}: {o} > {high[(t, p)]}" for (t, p), o in sorted(offsets.items())
+              if o > high[(t, p)]]
+    if beyond:
+        raise OffsetResolutionError(
+            f"the offsets where the neighbouring runs of this run stopped or started are past "
+            f"the end of the log ({'; '.join(beyond[:20])}): the topic was deleted and created "
+            "again since. Resolve this run with explicit offsets or non-timestamp specs, or "
+            "delete the pins of the old topic's runs."
+        )
 
 
 def _check_table_offsets(start: offset_specs.OffsetSpec, stop: offset_specs.OffsetSpec,

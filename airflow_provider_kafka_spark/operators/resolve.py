@@ -20,9 +20,9 @@ from airflow_provider_kafka_spark.offsets import (
     SpecificOffsets,
     Timestamp,
     parse_offset_spec,
-    resolve_offsets,
 )
-from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey, pin_ranges, pinned_ranges
+from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey
+from airflow_provider_kafka_spark.offsets.runs import resolve_run
 from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.base import (
     KafkaSparkBaseOperator,
@@ -235,35 +235,45 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         kafka_config = self.kafka_hook.get_kafka_config()
         run = RunKey(self.dag_id, self.task_id, context["run_id"],
                      getattr(context.get("ti"), "map_index", -1))
-        request = {"subscription": str(subscription), "start": str(start), "stop": str(stop),
-                   "group_id": self.group_id or None, "isolation_level": self.isolation_level}
         if re_resolve:
             self.log.info("Resolving %s again (re_resolve): new ranges replace the pinned ones.",
                           run)
         else:
-            pinned = pinned_ranges(kafka_config, run, request, topic=self.pins_topic,
-                                   timeout=self.timeout)
-            if pinned is not None:
-                self.log.info(
-                    "Using the ranges pinned by the first resolution of this run (%s, resolved "
-                    "at %s), not resolving %s .. %s again; pass re_resolve=True or the Param "
-                    "re_resolve to resolve anew:\n%s", run, pinned.resolved_at.isoformat(),
-                    start, stop, ranges_table(pinned))
-                return pinned.to_dict()
-        self.log.info("Resolving %s from %s to %s", subscription, start, stop)
-        ranges = resolve_offsets(
+            self.log.info("Resolving %s from %s to %s, unless the run has pinned ranges",
+                          subscription, start, stop)
+        resolution = resolve_run(
             kafka_config,
+            run,
             subscription,
             start,
             stop,
+            since=getattr(context.get("dag_run"), "run_after", None),
+            re_resolve=re_resolve,
             group_id=self.group_id or None,
-            table_offsets=self.table_offsets(start),
+            table_offsets=lambda: self.table_offsets(start),
             isolation_level=self.isolation_level,
             on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
             on_open_transaction=self.on_open_transaction,  # type: ignore[arg-type]
+            pins_topic=self.pins_topic,
             timeout=self.timeout,
         )
-        pin_ranges(kafka_config, run, ranges, request, topic=self.pins_topic, timeout=self.timeout)
+        ranges = resolution.ranges
+        if resolution.pinned:
+            self.log.info(
+                "Using the ranges pinned by the first resolution of this run (%s, resolved "
+                "at %s), not resolving %s .. %s again; pass re_resolve=True or the Param "
+                "re_resolve to resolve anew:\n%s", run, ranges.resolved_at.isoformat(),
+                start, stop, ranges_table(ranges))
+            return ranges.to_dict()
+        for side, boundary in (("start", resolution.start_boundary),
+                               ("stop", resolution.stop_boundary)):
+            if boundary is not None:
+                self.log.info("The %s (%s) is where %s: the runs tile.", side,
+                              start if side == "start" else stop, boundary)
+            elif isinstance(start if side == "start" else stop, Timestamp):
+                self.log.info("No run of this task has resolved its %s (%s) yet: looked up by "
+                              "time; the neighbouring run will meet these offsets.", side,
+                              start if side == "start" else stop)
         self.log.info("Resolved and pinned %d partition(s), %d offset(s):\n%s",
                       len(ranges), ranges.total(), ranges_table(ranges))
         metrics.gauge(self, "lag", ranges.total_lag())

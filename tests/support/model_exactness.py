@@ -253,11 +253,6 @@ def check_pipeline(model: Model, runs: list[Run], *, from_zero: bool) -> None:
     # Where the previous run stopped.
     position: dict[int, int | None] = {p: 0 if from_zero else None for p in range(PARTITIONS)}
     log_start = model.offsets(OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
-    # The documented limitation (README, "Exactness"): when the offset a `timestamp:T` stop
-    # landed on is deleted, the next run's lookup of T can land past retained records that
-    # were stamped before T (after a transaction marker or out-of-order records). Such records
-    # are listed here, counted, and excused; every other gap must be reported.
-    anchor_deleted: set[str] = set()
     for run in runs:
         assert run.ranges is not None and run.read is not None
         in_ranges = sorted((w.partition, w.offset, w.value) for w in committed.values()
@@ -269,23 +264,13 @@ def check_pipeline(model: Model, runs: list[Run], *, from_zero: bool) -> None:
             previous = position[r.partition]
             if previous is not None and r.start != previous:
                 assert r.start > previous, f"{run.run_id}: overlaps the previous run"
-                if run.ranges.lost.get((r.topic, r.partition), 0) > 0:
-                    TALLY["reported gaps"] += 1
-                else:
-                    assert from_zero and previous < log_start[r.partition], (
-                        f"{run.run_id}: a gap {previous}..{r.start} on {r.partition} not "
-                        "reported")
-                    anchor_deleted |= {w.value for w in committed.values()
-                                       if w.partition == r.partition
-                                       and previous <= w.offset < r.start}
-                    TALLY["limitation: the previous stop's offset was deleted"] += 1
+                assert run.ranges.lost.get((r.topic, r.partition), 0) > 0, (
+                    f"{run.run_id}: a gap {previous}..{r.start} on {r.partition} not reported")
+                TALLY["reported gaps"] += 1
             position[r.partition] = r.stop
     assert all(n == 1 for n in read.values()), "a record was read twice"
     for w in committed.values():
         if w.sentinel or w.offset >= (position[w.partition] or 0) or w.value in read:
-            continue
-        if w.value in anchor_deleted:
-            TALLY["limitation: records skipped"] += 1
             continue
         # Not read: it must have been deleted, inside a gap a later run reported as lost.
         assert w.offset < log_start[w.partition], (
