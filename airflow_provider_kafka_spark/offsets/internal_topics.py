@@ -157,10 +157,15 @@ def end_offset(admin: AdminClient, topic: str, partition: int, *, committed: boo
 
 
 def durable_producer(kafka_config: Mapping[str, Any], **settings: Any) -> Producer:
-    """An idempotent ``acks=all`` producer for records of internal topics (``settings`` added,
-    e.g. ``message.timeout.ms``)."""
-    return Producer({**client_config(kafka_config), "enable.idempotence": True, "acks": "all",
-                     "linger.ms": 0, **settings})
+    """An ``acks=all`` producer for records of internal topics (``settings`` added, e.g.
+    ``message.timeout.ms``), one request in flight so a retry cannot reorder records.
+
+    Not idempotent: starting an idempotent producer costs a producer-id request (0.5 s here,
+    measured) and gives nothing to these records, each produced and flushed on its own, whose
+    readers take a duplicate as the same fact twice (the newest pin, the first boundary or
+    slot record, a lease renewal)."""
+    return Producer({**client_config(kafka_config), "enable.idempotence": False, "acks": "all",
+                     "max.in.flight.requests.per.connection": 1, "linger.ms": 0, **settings})
 
 
 def produce_durably(producer: Producer, topic: str, partition: int, key: bytes, value: bytes,

@@ -32,6 +32,7 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
@@ -43,6 +44,7 @@ from airflow_provider_kafka_spark.offsets import (
     IntervalNotCompleteError,
     OffsetRanges,
     Subscription,
+    audit,
 )
 from airflow_provider_kafka_spark.offsets.completeness import check_interval_complete
 from airflow_provider_kafka_spark.operators.commit import KafkaCommitOffsetsOperator
@@ -185,6 +187,7 @@ class Pipeline:
         self.model, self.spark, self.name = model, spark, name
         self.start, self.stop, self.group_id = start, stop, group_id
         self.runs: list[Run] = []
+        self.dag_id = ""
 
     def run(self, run_id: str, *, start: str | None = None, stop: str | None = None,
             clear_of: Run | None = None) -> Run:
@@ -192,6 +195,7 @@ class Pipeline:
         resolve = KafkaResolveOffsetsOperator(
             task_id=f"resolve_{self.name}", topics=self.model.topic,
             start=run.start, stop=run.stop, group_id=self.group_id)
+        self.dag_id = resolve.dag_id
         context = {"run_id": run_id, "params": {}}
         try:
             run.ranges = OffsetRanges.from_json(resolve.execute(context))
@@ -279,6 +283,23 @@ def check_pipeline(model: Model, runs: list[Run], *, from_zero: bool) -> None:
     TALLY["records read"] += sum(read.values())
 
 
+def check_audit(model: Model, pipeline: Pipeline, runs: list[Run], since: datetime) -> None:
+    """The second oracle: the audit of the pins (offsets/audit.py) finds what the runs read,
+    no overlap, and only gaps that the run after them recorded as lost."""
+    report = audit(model.config, pipeline.dag_id, f"resolve_{pipeline.name}", since=since)
+    audited = [p for p in report.partitions if p.topic == model.topic]
+    assert not any(p.overlaps for p in audited), report.to_dict()
+    assert all(g.explained for p in audited for g in p.gaps), report.to_dict()
+    for p in audited:
+        ranges = sorted((r.start, r.stop) for run in runs for r in run.ranges or ()
+                        if r.partition == p.partition and r.start < r.stop)
+        assert p.first == (ranges[0][0] if ranges else None)
+        assert p.last == (ranges[-1][1] if ranges else None)
+        assert sum(stop - start for start, stop in p.covered) == sum(
+            stop - start for start, stop in ranges)
+    TALLY["audits agreeing"] += 1
+
+
 def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
                 program: tuple[list[Op], list[int]]) -> None:
     """Run one example (see the module doc); raises AssertionError on a violated property."""
@@ -292,6 +313,7 @@ def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
     model = Model(kafka_config, admin, topic, base_ms)
     model.offsets(OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)  # leaders elected
     began = time.monotonic()
+    began_at = datetime.now(UTC)
     plain = Producer({**kafka_config, "enable.idempotence": True, "linger.ms": 0})
     # Interval boundaries sit between records: record k has ts base + k s.
     bounds = [base_ms] + [base_ms + e * 1000 + 500 for e in ends]
@@ -366,7 +388,7 @@ def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
             model.seq = max(model.seq, (final_end - base_ms) // 1000)
             for value in model.produce(plain, [p], 1, None):
                 model.written[-1] = Written(p, model.written[-1].offset, value, sentinel=True)
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120  # minutes of work on a loaded machine, not a wait
         while len(interval_runs) < len(bounds):
             run_intervals(final=True)
             assert time.monotonic() < deadline, "the last intervals never became complete"
@@ -380,6 +402,7 @@ def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
         assert interval_runs[-1].ranges is not None
         assert {r.partition: r.stop for r in interval_runs[-1].ranges} == sentinel_at
         check_pipeline(model, interval_runs, from_zero=True)
+        check_audit(model, intervals, interval_runs, began_at)
         check_pipeline(model, incremental_runs, from_zero=False)
         TALLY["examples"] += 1
         TALLY["seconds"] += round(time.monotonic() - began)
