@@ -29,12 +29,14 @@ from airflow_provider_kafka_spark.offsets.audit import Audit, audit
 from airflow_provider_kafka_spark.offsets.cluster import admin_client, list_partitions
 from airflow_provider_kafka_spark.offsets.commit import CommitResult, commit_offsets
 from airflow_provider_kafka_spark.offsets.config import consumer_config
+from airflow_provider_kafka_spark.offsets.pins import RunKey
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.resolve import (
     TimestampStop,
     resolve_offsets,
     timestamp_stops,
 )
+from airflow_provider_kafka_spark.offsets.runs import RunResolution, resolve_run
 from airflow_provider_kafka_spark.offsets.specs import (
     Committed,
     Earliest,
@@ -67,6 +69,8 @@ __all__ = [
     "OffsetSpecError",
     "PinnedRequestChangedError",
     "PartitionRange",
+    "RunKey",
+    "RunResolution",
     "SpecificOffsets",
     "Subscription",
     "Timestamp",
@@ -78,5 +82,6 @@ __all__ = [
     "list_partitions",
     "parse_offset_spec",
     "resolve_offsets",
+    "resolve_run",
     "timestamp_stops",
 ]
