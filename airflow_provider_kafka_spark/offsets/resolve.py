@@ -298,15 +298,7 @@ def _check_boundaries(name: str, spec: offset_specs.OffsetSpec,
             f"{name} are given but that side's spec is {spec}; boundaries replace only a "
             "'timestamp:' lookup. Pass them only with a timestamp spec (or remove them)."
         )
-    if not isinstance(boundaries, Mapping) or not all(
-            isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
-            and type(k[1]) is int and type(v) is int and v >= 0
-            for k, v in boundaries.items()):
-        raise ConfigurationError(
-            f"{name}={shown(boundaries)} is not valid; pass a mapping "
-            "{(topic, partition): offset}."
-        )
-    return dict(boundaries)
+    return _offsets_mapping(name, boundaries, "")
 
 
 def _check_within_log(lookup: OffsetLookup, offsets: Mapping[Key, int]) -> None:
@@ -347,15 +339,20 @@ def _check_table_offsets(start: offset_specs.OffsetSpec, stop: offset_specs.Offs
             f"the starting spec {start} needs table_offsets: the stops the table recorded, read "
             "with airflow_provider_kafka_spark.sinks.tables.table_offsets(spark, table, ...)."
         )
-    if not isinstance(table_offsets, Mapping) or not all(
+    return _offsets_mapping("table_offsets", table_offsets, " as table_offsets() returns it")
+
+
+def _offsets_mapping(name: str, value: object, source: str) -> dict[Key, int]:
+    """``value`` as a dict ``{(topic, partition): offset}``, or :class:`ConfigurationError`."""
+    if not isinstance(value, Mapping) or not all(
             isinstance(k, tuple) and len(k) == 2 and isinstance(k[0], str)
             and type(k[1]) is int and type(v) is int and v >= 0
-            for k, v in table_offsets.items()):
+            for k, v in value.items()):
         raise ConfigurationError(
-            f"table_offsets={shown(table_offsets)} is not valid; pass a mapping "
-            "{(topic, partition): offset} as table_offsets() returns it."
+            f"{name}={shown(value)} is not valid; pass a mapping "
+            f"{{(topic, partition): offset}}{source}."
         )
-    return dict(table_offsets)
+    return dict(value)
 
 
 def _needs_table(spec: offset_specs.OffsetSpec) -> bool:

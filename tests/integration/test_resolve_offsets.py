@@ -227,6 +227,20 @@ def test_table_spec_misuse_is_refused_before_any_cluster_call() -> None:
         resolve_offsets(nowhere, sub, "table", "latest", table_offsets={("t", "0"): 1})
 
 
+def test_boundary_misuse_is_refused_before_any_cluster_call() -> None:
+    nowhere = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: the checks come first
+    sub = Subscription.topics(["t"])
+    with pytest.raises(ConfigurationError, match="boundary_starts are given but that side's "
+                                                 "spec is earliest"):
+        resolve_offsets(nowhere, sub, "earliest", "latest", boundary_starts={("t", 0): 1})
+    with pytest.raises(ConfigurationError, match="boundary_stops are given but that side's "
+                                                 "spec is latest"):
+        resolve_offsets(nowhere, sub, "earliest", "latest", boundary_stops={("t", 0): 1})
+    with pytest.raises(ConfigurationError, match="boundary_stops=.* is not valid"):
+        resolve_offsets(nowhere, sub, "earliest", "timestamp:1700000000000",
+                        boundary_stops={("t", 0): -1})
+
+
 def test_commit_refused_while_the_group_has_active_members(kafka_config, topic):
     group = f"g-{uuid.uuid4().hex[:8]}"
     consumer = Consumer({**kafka_config, "group.id": group, "enable.auto.commit": False})
