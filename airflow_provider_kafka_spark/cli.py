@@ -68,6 +68,9 @@ AUDIT_OPTIONS: tuple[Option, ...] = (
     Option(("--conn-id",), {"metavar": "CONN_ID",
                             "help": "an Airflow connection whose extra is the librdkafka "
                                     "config, e.g. kafka_default (else --bootstrap-servers)"}),
+    Option(("--group-id",), {"metavar": "GROUP_ID",
+                             "help": "also report this consumer group's committed offsets per "
+                                     "partition (the group the commit task commits to)"}),
     Option(("--pins-topic",), {"metavar": "TOPIC", "default": DEFAULT_PINS_TOPIC,
                                "help": f"the pins topic (default {DEFAULT_PINS_TOPIC})"}),
     Option(("--timeout",), {"metavar": "SECONDS", "default": "30",
@@ -95,6 +98,7 @@ class AuditRequest:
     pins_topic: str
     timeout: float
     as_json: bool
+    group_id: str | None = None
 
 
 def check_audit_arguments(args: argparse.Namespace, *,
@@ -126,7 +130,8 @@ def check_audit_arguments(args: argparse.Namespace, *,
         raise UsageError(f"--pins-topic {pins_topic!r} is not a Kafka topic name (1 to 249 of "
                          f"a-z A-Z 0-9 . _ -); the default is {DEFAULT_PINS_TOPIC}.")
     return AuditRequest(dag_id, task_id, parse_since(args.since, now=now), servers, conn_id,
-                        pins_topic, _timeout(args.timeout), bool(args.as_json))
+                        pins_topic, _timeout(args.timeout), bool(args.as_json),
+                        _optional_text(getattr(args, "group_id", None), "--group-id"))
 
 
 def parse_since(text: object, *, now: datetime | None = None) -> datetime:
@@ -179,7 +184,8 @@ def run_audit(args: argparse.Namespace, *, out: TextIO | None = None,
     try:
         kafka_config = _kafka_config(request)
         result = audit(kafka_config, request.dag_id, request.task_id, since=request.since,
-                       pins_topic=request.pins_topic, timeout=request.timeout)
+                       group_id=request.group_id, pins_topic=request.pins_topic,
+                       timeout=request.timeout)
     except ConfigurationError as exc:
         print(f"audit: error: {exc}", file=err)
         return EXIT_USAGE
@@ -229,7 +235,12 @@ def _partition_line(partition: PartitionAudit) -> str:
     more = len(partition.covered) - _SHOWN_RANGES
     if more > 0:
         shown += f" and {more} more"
-    return f"{where}: read {shown} ({log_start})"
+    group = ""
+    if partition.committed is not None:
+        group = (f"; the group is at {partition.committed}"
+                 + ("" if partition.committed == partition.last else
+                    f", NOT where the runs end ({partition.last})"))
+    return f"{where}: read {shown} ({log_start}{group})"
 
 
 def _kafka_config(request: AuditRequest) -> dict[str, Any]:

@@ -20,9 +20,10 @@ log start offsets and calls it.
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +33,7 @@ from airflow_provider_kafka_spark.offsets.cluster import (
     list_offsets,
     partition_counts,
 )
+from airflow_provider_kafka_spark.offsets.commit import committed_offsets
 from airflow_provider_kafka_spark.offsets.config import check_timeout, cluster_name
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, Pin, read_pins
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
@@ -139,7 +141,10 @@ class PartitionAudit:
     ``covered``: the offsets read, as merged ``(start, stop)`` ranges in offset order (empty
     ranges cover nothing). ``gaps`` lie between ``first`` and ``last``; nothing is said about
     offsets before the first range or after the last. ``log_start``: the partition's log start
-    offset at the audit, ``None`` when it no longer exists.
+    offset at the audit, ``None`` when it no longer exists. ``committed``: with a ``group_id``,
+    the group's committed offset on the partition (``None``: none, or no group asked); after
+    the commit task of the newest run it equals ``last``, and anything else says that the
+    group moved apart from the runs (another consumer, a manual reset, a commit that failed).
     """
 
     topic: str
@@ -148,6 +153,7 @@ class PartitionAudit:
     covered: tuple[tuple[int, int], ...]
     gaps: tuple[Gap, ...]
     overlaps: tuple[Overlap, ...]
+    committed: int | None = None
 
     @property
     def first(self) -> int | None:
@@ -165,7 +171,8 @@ class PartitionAudit:
                 "first": self.first, "last": self.last,
                 "covered": [[start, stop] for start, stop in self.covered],
                 "gaps": [gap.to_dict() for gap in self.gaps],
-                "overlaps": [overlap.to_dict() for overlap in self.overlaps]}
+                "overlaps": [overlap.to_dict() for overlap in self.overlaps],
+                "committed": self.committed}
 
 
 @dataclass(frozen=True)
@@ -183,6 +190,7 @@ class Audit:
     pins_topic: str
     runs: tuple[AuditedRun, ...]
     partitions: tuple[PartitionAudit, ...]
+    group_id: str | None = None
 
     @property
     def gaps(self) -> tuple[Gap, ...]:
@@ -214,6 +222,7 @@ class Audit:
             "task_id": self.task_id,
             "since": _iso(self.since),
             "pins_topic": self.pins_topic,
+            "group_id": self.group_id,
             "runs": [run.to_dict() for run in self.runs],
             "partitions": [p.to_dict() for p in self.partitions],
             "gaps": len(self.gaps),
@@ -224,7 +233,8 @@ class Audit:
 
 
 def audit(kafka_config: Mapping[str, Any], dag_id: str, task_id: str, *, since: datetime,
-          pins_topic: str = PINS_TOPIC, timeout: float = 30.0) -> Audit:
+          group_id: str | None = None, pins_topic: str = PINS_TOPIC,
+          timeout: float = 30.0) -> Audit:
     """Audit what the runs of ``dag_id``/``task_id`` read: the newest pin of every run (every
     map index of a mapped task, all together per partition) written at or after ``since``,
     tiled per partition by :func:`audit_ranges`.
@@ -234,7 +244,10 @@ def audit(kafka_config: Mapping[str, Any], dag_id: str, task_id: str, *, since: 
     start offsets of every partition the ranges name, in one batched request. Nothing is
     created or written.
 
-    ``since``: an aware datetime. ``timeout``: seconds for each of those cluster calls.
+    ``since``: an aware datetime. ``group_id``: the consumer group the runs commit to (the
+    commit task's group), whose committed offsets are reported per partition
+    (:attr:`PartitionAudit.committed`); they do not change :attr:`Audit.ok`. ``timeout``:
+    seconds for each of those cluster calls.
 
     Raises:
         ConfigurationError: an empty ``dag_id`` or ``task_id``, a naive ``since``, a bad
@@ -251,6 +264,9 @@ def audit(kafka_config: Mapping[str, Any], dag_id: str, task_id: str, *, since: 
     if not isinstance(since, datetime) or since.utcoffset() is None:
         raise ConfigurationError(f"audit: since={shown(since)} must be an aware datetime, e.g. "
                                  "datetime.now(UTC) - timedelta(days=7).")
+    if group_id is not None and (not isinstance(group_id, str) or not group_id.strip()):
+        raise ConfigurationError(f"audit: group_id={shown(group_id)} is not valid; pass the "
+                                 "consumer group the commit task commits to, or None.")
     check_topic_name(pins_topic, "audit: pins_topic")
     seconds = check_timeout(timeout)
     admin = admin_client(kafka_config)
@@ -270,7 +286,13 @@ def audit(kafka_config: Mapping[str, Any], dag_id: str, task_id: str, *, since: 
     if existing:
         log_starts.update(list_offsets(admin, existing, "earliest",
                                        isolation_level="read_uncommitted", timeout=seconds))
-    return Audit(dag_id, task_id, since, pins_topic, runs, audit_ranges(runs, log_starts))
+    partitions = audit_ranges(runs, log_starts)
+    if group_id is not None and existing:
+        committed = committed_offsets(kafka_config, group_id, existing, cluster_name(kafka_config),
+                                      time.monotonic() + seconds)
+        partitions = tuple(replace(p, committed=committed.get((p.topic, p.partition)))
+                           for p in partitions)
+    return Audit(dag_id, task_id, since, pins_topic, runs, partitions, group_id)
 
 
 def audit_ranges(runs: Sequence[AuditedRun],

@@ -23,6 +23,7 @@ from airflow_provider_kafka_spark.offsets import (
     SpecificOffsets,
     Subscription,
     audit,
+    commit_offsets,
     resolve_offsets,
 )
 from airflow_provider_kafka_spark.offsets.pins import RunKey, pin_ranges
@@ -199,6 +200,32 @@ def test_the_command_exits_0_on_a_clean_audit_and_1_on_a_gap_with_the_json(
     summary = command(*where, *cluster)
     assert summary.returncode == 1
     assert summary.stdout.splitlines()[-1] == "NOT OK: 1 gap(s), 1 unexplained, 0 overlap(s)."
+
+
+def test_the_groups_committed_offsets_are_reported_beside_where_the_runs_end(
+        kafka_config, new_topic, dag_id, since) -> None:
+    """A commit task commits each run's stops: after the newest run's commit the group is where
+    the runs end (p0); a group moved apart (p1, reset by hand) shows, and does not change ok."""
+    topic = new_topic(partitions=2)
+    fill(kafka_config, topic, {0: 20, 1: 20})
+    pin(kafka_config, dag_id, "r0", topic, {0: (0, 10), 1: (0, 10)})
+    pin(kafka_config, dag_id, "r1", topic, {0: (10, 20), 1: (10, 20)})
+    group = f"audit-group-{uuid.uuid4().hex[:8]}"
+    commit_offsets(kafka_config, group, OffsetRanges((PartitionRange(topic, 0, 10, 20),
+                                                      PartitionRange(topic, 1, 0, 4))))
+
+    result = audit(kafka_config, dag_id, TASK, since=since, group_id=group)
+    assert result.ok and result.group_id == group
+    assert [(p.partition, p.last, p.committed) for p in result.partitions] == [
+        (0, 20, 20), (1, 20, 4)]
+    assert audit(kafka_config, dag_id, TASK, since=since).partitions[0].committed is None
+    summary = command("--dag-id", dag_id, "--task-id", TASK, "--since", since.isoformat(),
+                      "--bootstrap-servers", kafka_config["bootstrap.servers"],
+                      "--group-id", group)
+    assert summary.returncode == 0, summary.stderr
+    assert f"  {topic}/0: read [0, 20) (log start 0; the group is at 20)" in summary.stdout
+    assert (f"  {topic}/1: read [0, 20) (log start 0; the group is at 4, NOT where the runs "
+            "end (20))") in summary.stdout
 
 
 def test_the_command_reads_an_airflow_connection(kafka_config, new_topic, dag_id,

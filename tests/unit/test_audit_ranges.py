@@ -143,13 +143,14 @@ def test_audit_to_dict_has_the_documented_shape() -> None:
     reason = result.partitions[0].gaps[0].reason
     assert document == {
         "dag_id": "d", "task_id": "t", "since": "2026-04-30T00:00:00+00:00",
-        "pins_topic": "_kafka_spark_pins",
+        "pins_topic": "_kafka_spark_pins", "group_id": None,
         "partitions": [{
             "topic": "orders", "partition": 0, "log_start": 20, "first": 0, "last": 40,
             "covered": [[0, 10], [20, 40]],
             "gaps": [{"start": 10, "stop": 20, "after_run": "a", "before_run": "b",
                       "deleted": 10, "explained": True, "reason": reason}],
-            "overlaps": [{"start": 25, "stop": 30, "runs": ["b", "c"]}]}],
+            "overlaps": [{"start": 25, "stop": 30, "runs": ["b", "c"]}],
+            "committed": None}],
         "gaps": 1, "unexplained_gaps": 0, "overlaps": 1, "ok": False}
 
 
