@@ -99,11 +99,13 @@ def records_by_hour(kafka_config: dict[str, Any], topic: str) -> dict[int, list[
 
 
 def backfill(airflow: AirflowApi, dag_id: str, conf: dict[str, Any],
-             *options: str) -> list[dict[str, Any]]:
-    """``airflow backfill create`` of ``dag_id`` over the 24 hours (the DAG paused meanwhile),
-    then unpause: the runs (hour order) once all are finished."""
-    command = ("backfill", "create", "--dag-id", dag_id, "--from-date", T0.isoformat(),
-               "--to-date", (T0 + timedelta(hours=HOURS - 1)).isoformat(),
+             *options: str, start: datetime = T0, hours: int = HOURS) -> list[dict[str, Any]]:
+    """``airflow backfill create`` of ``dag_id`` over the 24 hours (or ``hours`` from
+    ``start``; the DAG paused meanwhile), then unpause: the runs (hour order) once all are
+    finished."""
+    last = start + timedelta(hours=hours - 1)
+    command = ("backfill", "create", "--dag-id", dag_id, "--from-date", start.isoformat(),
+               "--to-date", last.isoformat(),
                "--max-active-runs", "4", "--dag-run-conf", json.dumps(conf), *options)
     airflow.pause(dag_id)
     deadline = time.monotonic() + LOCKED_RETRY_S
@@ -128,8 +130,8 @@ def backfill(airflow: AirflowApi, dag_id: str, conf: dict[str, Any],
     # Backfill runs of a paused DAG stay queued (docs/airflow.md): unpause to run them.
     airflow.unpause(dag_id)
     query = urllib.parse.urlencode({
-        "logical_date_gte": T0.isoformat(), "limit": 100, "order_by": "logical_date",
-        "logical_date_lte": (T0 + timedelta(hours=HOURS - 1)).isoformat()})
+        "logical_date_gte": start.isoformat(), "limit": 100, "order_by": "logical_date",
+        "logical_date_lte": last.isoformat()})
     deadline = time.monotonic() + BACKFILL_TIMEOUT_S
     while True:
         runs = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?{query}")["dag_runs"]
