@@ -385,13 +385,12 @@ def _run_row(run: Mapping[str, Any], ranges: Mapping[Key, tuple[int, int]], keys
                      f'{extra}</div>')
     total_read = str(sum(read.values())) if read else "—"
     total_lost = sum(lost.values())
-    spec = f'{run["starting"]} → {run["stopping"]}'
     return (f'<div class="row run" role="row" data-run="{escape(run_id)}">'
             f'<div role="rowheader" class="runid"><a href="{escape(link(dag_id, run_id))}" '
             f'target="_top" data-airflow-page>{escape(run_id)}</a>{mapped}<br>'
             f'<span title="pinned {escape(_time(run["pinned_at"]))}">resolved '
             f'{escape(_time(run["resolved_at"]))}</span></div>'
-            f'<div role="cell" class="spec" title="{escape(spec)}">{escape(run["starting"])}<br>'
+            f'<div role="cell" class="spec">{escape(run["starting"])}<br>'
             f'→ {escape(run["stopping"])}</div>'
             f'<div role="cell" class="num">{run["offsets"]}</div>'
             f'<div role="cell" class="num">{total_read}</div>'
