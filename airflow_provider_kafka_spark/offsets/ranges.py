@@ -13,12 +13,14 @@ from airflow_provider_kafka_spark.errors import ConfigurationError, OffsetSpecEr
 from airflow_provider_kafka_spark.offsets.config import check_isolation_level
 from airflow_provider_kafka_spark.offsets.specs import (
     MAX_OFFSET,
+    MAX_PARTITION,
     check_offset,
     check_partition,
     check_topic_name,
     load_json,
     shown,
 )
+from airflow_provider_kafka_spark.options import is_topic_name
 
 FORMAT_VERSION = 1
 Key = tuple[str, int]
@@ -40,6 +42,10 @@ class PartitionRange:
     stop: int
 
     def __post_init__(self) -> None:
+        if (type(self.partition) is int and type(self.start) is int and type(self.stop) is int
+                and 0 <= self.partition <= MAX_PARTITION and 0 <= self.start <= self.stop
+                <= MAX_OFFSET and isinstance(self.topic, str) and is_topic_name(self.topic)):
+            return  # the common case, without building the messages below
         where = f"range {shown(self.topic)}/{shown(self.partition)}"
         check_topic_name(self.topic, where)
         check_partition(self.partition, where)
