@@ -15,7 +15,9 @@ moment:
 * the timeline: one row per run (ordered by its offsets), one column per partition, each cell
   the run's range ``[start, stop)`` with its offsets, the records its ingest read, its lag at
   resolution and the offsets it recorded as lost; a gap is a row of its own, just before the
-  run that starts after it. Every run links to its Airflow run page.
+  run that starts after it. Every run links to its Airflow run page. A run that read offsets
+  but whose ingest returned no statistics (not run yet, running, or failed: its sink never
+  completed) shows ``none`` records, and the summary counts such runs.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from html import escape
@@ -174,6 +176,10 @@ def _audit(audit: Mapping[str, Any], records: RecordsRead, query: Query,
     badge = ('<span class="badge ok">runs tile: no unexplained gap, no overlap</span>' if ok
              else '<span class="badge bad">runs do not tile</span>')
     topic = f" · topic {escape(query.topic)}" if query.topic else ""
+    landed = {run_id for run_id, *_ in records}
+    unlanded = sum(1 for run in runs if run["offsets"] > 0 and run["run_id"] not in landed)
+    not_landed = (f' · <span data-count="not-landed" class="bad">{unlanded} run(s) whose '
+                  'ingest has no result</span>' if unlanded else "")
     summary = (
         f'<section class="summary" aria-label="Summary"><h2>{escape(audit["dag_id"])} / '
         f'{escape(audit["task_id"])}{topic}</h2><p>{badge} '
@@ -182,7 +188,7 @@ def _audit(audit: Mapping[str, Any], records: RecordsRead, query: Query,
         f'<span data-count="gaps" class="{"bad" if audit["unexplained_gaps"] else ""}">'
         f'{audit["gaps"]} gap(s), {audit["unexplained_gaps"]} unexplained</span> · '
         f'<span data-count="overlaps" class="{"warn" if audit["overlaps"] else ""}">'
-        f'{audit["overlaps"]} overlap(s)</span></p>'
+        f'{audit["overlaps"]} overlap(s)</span>{not_landed}</p>'
         f'<p class="note">Pinned since {escape(_time(audit["since"]))} in '
         f'{escape(audit["pins_topic"])}'
         + (f' · <a href="{escape(json_href)}">as JSON</a>' if json_href else "")
@@ -302,11 +308,12 @@ def _timeline(audit: Mapping[str, Any], records: RecordsRead,
     head = "".join(f'<div role="columnheader" data-partition="{escape(f"{t}/{p}")}">'
                    f"{escape(t)}/{p}</div>" for t, p in keys)
     body: list[str] = []
+    landed = {run_id for run_id, *_ in records}
     for i in order:
         if i in gaps_before:
             body.append(_gap_row(gaps_before[i], keys))
         body.append(_run_row(runs[i], ranges[i], keys, dag_id, records, overlap_notes, i,
-                             link))
+                             link, landed))
     body.extend(_gap_row(gap, keys) for gap in trailing)
     # Rows in chunks the browser lays out only when near the screen (content-visibility):
     # 1,000 runs x 12 partitions are 13,000 cells.
@@ -358,7 +365,7 @@ def _columns(runs: Sequence[Mapping[str, Any]], ranges: Sequence[Mapping[Key, tu
 
 def _run_row(run: Mapping[str, Any], ranges: Mapping[Key, tuple[int, int]], keys: list[Key],
              dag_id: str, records: RecordsRead, overlap_notes: Mapping[tuple[int, Key], list[str]],
-             index: int, link: Callable[[str, str], str]) -> str:
+             index: int, link: Callable[[str, str], str], landed: Set[str]) -> str:
     run_id = run["run_id"]
     lag = {(x["topic"], x["partition"]): x["offsets"] for x in run["lag"]}
     lost = {(x["topic"], x["partition"]): x["offsets"] for x in run["lost"]}
@@ -384,6 +391,10 @@ def _run_row(run: Mapping[str, Any], ranges: Mapping[Key, tuple[int, int]], keys
         cells.append(f'<div role="cell" class="{css}">[{start}, {stop})<br>{" · ".join(details)}'
                      f'{extra}</div>')
     total_read = str(sum(read.values())) if read else "—"
+    if not read and run["offsets"] > 0 and run_id not in landed:
+        total_read = ('<span class="bad" data-not-landed title="No ingest task of this run '
+                      'returned its statistics: it has not run yet, is running, or failed; '
+                      'its sink never completed.">none</span>')
     total_lost = sum(lost.values())
     return (f'<div class="row run" role="row" data-run="{escape(run_id)}">'
             f'<div role="rowheader" class="runid"><a href="{escape(link(dag_id, run_id))}" '

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_provider_kafka_spark.offsets import audit
 from tests.support.backfill import (
     BACKFILL_TIMEOUT_S,
     HOURS,
@@ -85,6 +86,7 @@ def test_backfill_by_time_tiles_24_hours_exactly_and_reprocessing_rewrites_ident
     output_root = tmp_path / "hours"
     conf = {"topics": topic, "output_root": str(output_root)}
 
+    started = datetime.now(UTC)
     try:
         began, before = time.monotonic(), datetime.now(UTC)
         first = backfill(airflow, DAG_ID, conf)
@@ -111,6 +113,16 @@ def test_backfill_by_time_tiles_24_hours_exactly_and_reprocessing_rewrites_ident
     for before, after in zip(ranges, ranges[1:], strict=False):
         assert {p: stop for p, (_, stop) in before.items()} == \
             {p: start for p, (start, _) in after.items()}
+    # The second oracle: the audit of the pins finds the same 24 runs, one covered range per
+    # partition from hour 0's start to hour 23's stop, no gap, no overlap.
+    report = audit(kafka_config, DAG_ID, "resolve_offsets", since=started)
+    assert report.ok and not report.gaps and not report.overlaps, report.to_dict()
+    # (Unpausing the DAG may also start its scheduled run, on demo.events.)
+    assert sorted(run.run_id for run in report.runs if {r.topic for r in run.ranges} == {topic}
+                  ) == sorted(r["dag_run_id"] for r in first)
+    covered = {p.partition: list(p.covered) for p in report.partitions if p.topic == topic}
+    assert covered == {p: [(ranges[0][p][0], ranges[-1][p][1])] for p in range(3)
+                       if ranges[0][p][0] < ranges[-1][p][1]}
     # Each record in exactly one folder, the folder of its hour; empty hours write no folder.
     assert sorted(written) == sorted(expected)
     outputs = {h: read_folder(folders[h]) for h in written}

@@ -99,15 +99,18 @@ def test_the_timeline_orders_runs_by_offsets_and_puts_each_gap_before_the_run_af
     # where, then one cell per partition.
     assert [(name, cells[2:] if name != "gap" else cells) for name, cells in rows_of(html)] == [
         ("a", ["5", "4", "0", "0", "[0, 3) 3 offset(s) · 3 read", "[0, 2) 2 offset(s) · 1 read"]),
-        ("b", ["2", "—", "0", "0", "[3, 5) 2 offset(s)", "[2, 2) 0 offset(s)"]),
+        ("b", ["2", "none", "0", "0", "[3, 5) 2 offset(s)", "[2, 2) 0 offset(s)"]),
         ("gap", ["gap in t/0: offsets no run read",
                  "gap [5, 7) 2 offset(s) no run read · unexplained", ""]),
         ("c", ["4", "2", "3", "0", "[7, 9) 2 offset(s) · 2 read · lag 3 "
                                    "overlap [8, 9) with d", "[2, 4) 2 offset(s)"]),
-        ("d", ["5", "—", "0", "2", "[8, 12) 4 offset(s) overlap [8, 9) with c",
+        ("d", ["5", "none", "0", "2", "[8, 12) 4 offset(s) overlap [8, 9) with c",
                "[4, 5) 1 offset(s) · lost 2"]),
     ]
     assert 'data-count="gaps" class="bad">1 gap(s), 1 unexplained' in html
+    # Runs b and d read offsets, but no ingest task of theirs returned a result: not landed.
+    assert 'data-count="not-landed" class="bad">2 run(s) whose ingest has no result' in html
+    assert html.count("data-not-landed") == 2
     assert "runs do not tile" in html
     assert 'data-gap="5-7"' in html and 'data-overlap="8-9"' in html
     # Every run links to its run page in the UI, relative to the view (any base_url path).
