@@ -24,8 +24,9 @@ RUN apt-get update \
 
 WORKDIR /opt/airflow/project
 COPY --from=wheel /wheels /wheels
-# psycopg2 for the PostgreSQL metadata DB of docker-compose.yml.
-RUN pip install --no-cache-dir /wheels/*.whl psycopg2-binary
+# psycopg2 and asyncpg (Airflow's async engine, derived from the same URL) for the PostgreSQL
+# metadata DB of docker-compose.yml.
+RUN pip install --no-cache-dir /wheels/*.whl psycopg2-binary asyncpg
 # tools/airflow_stack.py seeds the demo topic (airflow-init), as scripts/airflow-local does.
 COPY tools ./tools
 COPY dags /opt/airflow/dags

@@ -5,11 +5,15 @@
 
 * a Kafka broker (``scripts/kafka-broker`` into ``DIR/kafka``) unless a bootstrap address is
   given (``KAFKA_BOOTSTRAP_SERVERS`` for the script);
-* ``airflow db migrate`` on a SQLite metadata DB in ``DIR/home`` (``AIRFLOW_HOME``), then
-  ``airflow api-server``, ``scheduler``, ``dag-processor`` and ``triggerer`` as separate
-  processes (LocalExecutor; Airflow 3 accepts SQLite with it, the same pairing
-  ``airflow standalone`` uses), each in its own process group, pid in ``DIR/<name>.pid``,
-  log in ``DIR/<name>.log``;
+* the metadata DB, ``db``: ``"sqlite"`` (the default) is one file, ``DIR/home/airflow.db``;
+  ``"postgres"`` is a PostgreSQL server of its own in ``DIR/postgres`` (``tools/postgres_server``:
+  Debian's binaries, ``initdb`` the first time, loopback, by pid) with the database
+  ``airflow``, reached through psycopg2 (and asyncpg, which Airflow derives for its async
+  engine), as in production and in docker-compose.yml;
+* ``airflow db migrate`` (``DIR/home`` is the ``AIRFLOW_HOME``), then ``airflow api-server``,
+  ``scheduler``, ``dag-processor`` and ``triggerer`` as separate processes (LocalExecutor;
+  Airflow 3 accepts SQLite with it, the same pairing ``airflow standalone`` uses), each in its
+  own process group, pid in ``DIR/<name>.pid``, log in ``DIR/<name>.log``;
 * the ``kafka_default`` connection as ``AIRFLOW_CONN_KAFKA_DEFAULT`` in the services'
   environment, this repo's ``dags/`` as the DAGs folder, and the topic ``demo.events`` with
   some events;
@@ -20,7 +24,8 @@
 
 It returns once ``/api/v2/monitor/health`` reports the scheduler, triggerer and dag-processor
 healthy and ``/api/v2/dags`` lists every example DAG. ``stop()`` ends every process it
-started (SIGTERM to each process group, then SIGKILL), also the broker if it started one.
+started (SIGTERM to each process group, then SIGKILL), then the PostgreSQL server (its data
+kept for the next ``start``, unless ``discard``), then the broker if it started one.
 ``Stack.cli(...)`` runs an ``airflow`` command (``backfill create``, ``dags list``...) as the
 services see the installation: same home, metadata DB and connections.
 
@@ -44,6 +49,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from tools import postgres_server
 from tools.processes import alive, launch, read_pid, stop_service
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,6 +58,11 @@ BROKER_SCRIPT = ROOT / "scripts" / "kafka-broker"
 DEFAULT_DIR = ROOT / ".cache" / "airflow-local"
 DEFAULT_PORT = 8080  # the API server (UI); the log servers take the next two ports
 HOST = "127.0.0.1"
+# The metadata DBs start() can set up; SQLite needs no server, so a first look starts fastest.
+DATABASES = ("sqlite", "postgres")
+DEFAULT_DB = "sqlite"
+POSTGRES_DIR = "postgres"  # DIR/postgres: the server's pid, log, data and connection.json
+POSTGRES_DATABASE = "airflow"
 
 # The Airflow processes, in start order; each is ``airflow <name>``.
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -72,13 +83,15 @@ DEMO_HOURS = 3
 READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 20.0  # the scheduler ends its running tasks first
 
+
 class StackError(RuntimeError):
     """The local Airflow could not be started or did not become ready."""
 
 
 @dataclass(frozen=True)
 class Stack:
-    """A running local Airflow: where it answers, how to log in, which broker it uses."""
+    """A running local Airflow: where it answers, how to log in, which broker and which
+    metadata DB (``database``: its SQLAlchemy URL, no password in it) it uses."""
 
     run_dir: Path
     url: str
@@ -86,6 +99,7 @@ class Stack:
     password: str
     bootstrap: str
     broker_started: bool
+    database: str
 
     def token(self) -> str:
         """A JWT for the REST API (``POST /auth/token``)."""
@@ -106,8 +120,8 @@ class Stack:
         Returns the finished process (output captured as text); does not check its exit code."""
         port = urllib.parse.urlsplit(self.url).port
         assert port is not None, self.url
-        return subprocess.run([str(airflow_bin()), *args], env=service_env(self.run_dir, port,
-                                                                           self.bootstrap),
+        return subprocess.run([str(airflow_bin()), *args],
+                              env=service_env(self.run_dir, port, self.bootstrap, self.database),
                               cwd=self.run_dir, capture_output=True, text=True, timeout=timeout,
                               stdin=subprocess.DEVNULL, check=False)
 
@@ -138,8 +152,18 @@ def _secrets(run_dir: Path) -> dict[str, str]:
     return values
 
 
-def stack_settings(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
-    """The environment variables the launcher sets for every Airflow service.
+def sqlite_url(run_dir: Path) -> str:
+    """The SQLite metadata DB of the stack in ``run_dir``.
+
+    SQLite has one writer at a time: the services and a CLI command (``airflow backfill
+    create`` writes all its runs in one transaction) wait up to 60 s for the lock, not 5."""
+    return f"sqlite:///{run_dir / 'home' / 'airflow.db'}?timeout=60"
+
+
+def stack_settings(run_dir: Path, port: int, bootstrap: str,
+                   database: str | None = None) -> dict[str, str]:
+    """The environment variables the launcher sets for every Airflow service; ``database``
+    is the metadata DB's SQLAlchemy URL (default: ``sqlite_url(run_dir)``).
     docker-compose.yml sets the same names (tests/deployed/test_compose_file.py checks it)."""
     home = run_dir / "home"
     keys = _secrets(run_dir)
@@ -155,9 +179,7 @@ def stack_settings(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{USERNAME}:admin",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / PASSWORDS_FILE),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
-        # SQLite has one writer at a time: the services and a CLI command (`airflow backfill
-        # create` writes all its runs in one transaction) wait up to 60 s for the lock, not 5.
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}?timeout=60",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": database or sqlite_url(run_dir),
         "AIRFLOW__API__HOST": HOST,
         "AIRFLOW__API__PORT": str(port),
         "AIRFLOW__API__BASE_URL": url,
@@ -178,12 +200,38 @@ def stack_settings(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
     }
 
 
-def service_env(run_dir: Path, port: int, bootstrap: str) -> dict[str, str]:
+def service_env(run_dir: Path, port: int, bootstrap: str,
+                database: str | None = None) -> dict[str, str]:
     """The environment of every Airflow service: this process's, minus any Airflow settings
     it carries (a test session points Airflow elsewhere), plus ``stack_settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_")}
-    env.update(stack_settings(run_dir, port, bootstrap))
+    env.update(stack_settings(run_dir, port, bootstrap, database))
     return env
+
+
+def db_kind(database: str) -> str:
+    """``"postgres"`` or ``"sqlite"``: the kind of DB a SQLAlchemy URL names."""
+    return "postgres" if database.startswith("postgresql") else "sqlite"
+
+
+def _start_db(run_dir: Path, db: str) -> str:
+    """Set up the metadata DB ``db`` of the stack in ``run_dir``; its SQLAlchemy URL."""
+    if db == "sqlite":
+        return sqlite_url(run_dir)
+    # Airflow's sync engine uses psycopg2 (the URL says so), its async one asyncpg: both in
+    # the services' environment (the project's dev dependencies).
+    python = str(airflow_bin().with_name("python"))
+    found = subprocess.run([python, "-c", "import psycopg2, asyncpg"], capture_output=True,
+                           text=True, check=False)
+    if found.returncode:
+        raise StackError(f"a PostgreSQL metadata DB needs psycopg2 and asyncpg in {python}'s "
+                         f"environment ({found.stderr.strip().splitlines()[-1]}); "
+                         f"run `make setup`.")
+    try:
+        server = postgres_server.start(run_dir / POSTGRES_DIR, database=POSTGRES_DATABASE)
+    except postgres_server.PostgresError as exc:
+        raise StackError(f"the metadata DB's PostgreSQL: {exc}") from None
+    return server.sqlalchemy_url
 
 
 def _get_json(url: str, token: str | None = None) -> object:
@@ -267,17 +315,24 @@ def _wait_ready(stack: Stack, pids: Mapping[str, int], dags: Sequence[str]) -> N
 
 def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
           bootstrap: str | None = None, extra_env: Mapping[str, str] | None = None,
-          dags: Sequence[str] = EXAMPLE_DAGS) -> Stack:
+          dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB) -> Stack:
     """Start everything (see the module docstring) and return once it is ready: ``dags``
     parsed. With ``bootstrap`` the given broker is used and left alone; else one is started in
-    DIR/kafka. ``extra_env`` is added to the services' environment (e.g. JVM options for Spark,
-    or ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples)."""
+    DIR/kafka. ``db`` is the metadata DB, ``"sqlite"`` or ``"postgres"`` (a server in
+    DIR/postgres). ``extra_env`` is added to the services' environment (e.g. JVM options for
+    Spark, or ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples)."""
+    if db not in DATABASES:
+        raise StackError(f"db={db!r}: the metadata DB is one of {', '.join(DATABASES)}")
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     state_file = run_dir / "stack.json"
     if all(read_pid(run_dir, name) for name in SERVICES) and state_file.exists():
-        state = json.loads(state_file.read_text())
-        return Stack(**{**state, "run_dir": Path(state["run_dir"])})
+        state = {"database": sqlite_url(run_dir), **json.loads(state_file.read_text())}
+        running = Stack(**{**state, "run_dir": Path(state["run_dir"])})
+        if db_kind(running.database) != db:
+            raise StackError(f"the Airflow in {run_dir} runs on {db_kind(running.database)}; "
+                             f"run `scripts/airflow-local stop --dir {run_dir}` first.")
+        return running
     if any(read_pid(run_dir, name) for name in SERVICES):
         raise StackError(f"some Airflow services still run from {run_dir}; "
                          f"run `scripts/airflow-local stop --dir {run_dir}` first.")
@@ -285,14 +340,15 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
     try:
         if bootstrap is None:
             bootstrap = _start_broker(run_dir)
+        database = _start_db(run_dir, db)
         stack = Stack(run_dir=run_dir, url=f"http://{HOST}:{port}", username=USERNAME,
                       password=_secrets(run_dir)["password"], bootstrap=bootstrap,
-                      broker_started=broker_started)
+                      broker_started=broker_started, database=database)
         state_file.write_text(json.dumps({**asdict(stack), "run_dir": str(run_dir)}))
         home = run_dir / "home"
         home.mkdir(exist_ok=True)
         (home / PASSWORDS_FILE).write_text(json.dumps({USERNAME: stack.password}) + "\n")
-        env = {**service_env(run_dir, port, bootstrap), **(extra_env or {})}
+        env = {**service_env(run_dir, port, bootstrap, database), **(extra_env or {})}
         airflow = str(airflow_bin())
         with open(run_dir / "db-migrate.log", "wb") as log:
             migrated = subprocess.run([airflow, "db", "migrate"], env=env, stdout=log,
@@ -308,12 +364,15 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
         raise
 
 
-def stop(run_dir: Path = DEFAULT_DIR) -> None:
-    """Stop every service started from ``run_dir`` (reverse order), then the broker if the
-    stack started it. Safe to call when nothing runs."""
+def stop(run_dir: Path = DEFAULT_DIR, *, discard: bool = False) -> None:
+    """Stop every service started from ``run_dir`` (reverse order), then its PostgreSQL
+    server if it has one (``discard``: also delete that DB), then the broker if the stack
+    started it. Safe to call when nothing runs."""
     run_dir = run_dir.resolve()
     for name in reversed(SERVICES):
         stop_service(run_dir, name, grace=STOP_GRACE_S)
+    if (run_dir / POSTGRES_DIR).exists():
+        postgres_server.stop(run_dir / POSTGRES_DIR, discard=discard)
     if (run_dir / "kafka" / "broker.pid").exists():
         subprocess.run([sys.executable, str(BROKER_SCRIPT), "stop", "--dir",
                         str(run_dir / "kafka")], check=True)
@@ -323,18 +382,21 @@ def stop(run_dir: Path = DEFAULT_DIR) -> None:
 @contextmanager
 def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None,
                   extra_env: Mapping[str, str] | None = None,
-                  dags: Sequence[str] = EXAMPLE_DAGS) -> Iterator[Stack]:
-    """``start()`` on entry, ``stop()`` on exit (also on failure)."""
+                  dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB) -> Iterator[Stack]:
+    """``start()`` on entry, ``stop()`` on exit (also on failure), a PostgreSQL metadata
+    DB deleted with its server (a throwaway stack: a test's)."""
     try:
-        yield start(run_dir, port=port, bootstrap=bootstrap, extra_env=extra_env, dags=dags)
+        yield start(run_dir, port=port, bootstrap=bootstrap, extra_env=extra_env, dags=dags,
+                    db=db)
     finally:
-        stop(run_dir)
+        stop(run_dir, discard=True)
 
 
 def login_hint(stack: Stack) -> str:
     return (f"Airflow UI: {stack.url}  (login: {stack.username} / {stack.password}; the password "
             f"is in {stack.run_dir / 'home' / PASSWORDS_FILE})\n"
             f"Kafka: bootstrap.servers={stack.bootstrap} (connection kafka_default), topic "
-            f"{DEMO_TOPIC}\noutput of the example DAGs: {stack.output_root}/<dag_id>/...\n"
+            f"{DEMO_TOPIC}\nmetadata DB: {stack.database}\n"
+            f"output of the example DAGs: {stack.output_root}/<dag_id>/...\n"
             f"logs: {stack.run_dir}/<service>.log   stop: scripts/airflow-local stop"
             + ("" if stack.run_dir == DEFAULT_DIR.resolve() else f" --dir {stack.run_dir}"))

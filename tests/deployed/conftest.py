@@ -1,7 +1,9 @@
-"""A real Airflow 3 (api-server, scheduler, dag-processor, triggerer; LocalExecutor, SQLite)
-started once per test session by the same code as ``scripts/airflow-local``
-(``tools/airflow_stack.py``), on the session's Kafka broker, and stopped at the end even when
-tests fail. Tests drive it through the REST API only, like a user or a CI job would.
+"""A real Airflow 3 (api-server, scheduler, dag-processor, triggerer; LocalExecutor) on a
+PostgreSQL metadata DB, as production Airflow and docker-compose.yml run, started once per test
+session by the same code as ``scripts/airflow-local start --db postgres``
+(``tools/airflow_stack.py``; the server from Debian's binaries, ``tools/postgres_server.py``),
+on the session's Kafka broker, and stopped at the end even when tests fail (the server too, its
+data deleted). Tests drive it through the REST API only, like a user or a CI job would.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from tools.local_broker import free_port
 
 @pytest.fixture(scope="session")
 def airflow(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowApi]:
-    """The deployed Airflow, on the session's broker; stopped when the session ends."""
+    """The deployed Airflow, on the session's broker and its own PostgreSQL; stopped when the
+    session ends."""
     with airflow_stack(tmp_path_factory.mktemp("airflow-local"), port=free_port(),
-                       bootstrap=kafka_bootstrap, extra_env=SMALL_SPARK_JOBS) as stack:
+                       bootstrap=kafka_bootstrap, extra_env=SMALL_SPARK_JOBS,
+                       db="postgres") as stack:
         yield AirflowApi(stack)

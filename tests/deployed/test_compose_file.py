@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from tools.airflow_stack import DEFAULT_PORT, SERVICES, stack_settings
+from tools.airflow_stack import DEFAULT_PORT, POSTGRES_DATABASE, SERVICES, stack_settings
+from tools.postgres_server import Connection
 
 ROOT = Path(__file__).resolve().parents[2]
 AIRFLOW_SERVICES = [f"airflow-{name}" for name in SERVICES]
@@ -58,6 +59,17 @@ def test_same_values_where_they_do_not_depend_on_the_machine(
     assert connection["extra"]["bootstrap.servers"] == "kafka:19092"
     assert env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"] == \
         f"http://airflow-api-server:{DEFAULT_PORT}/execution/"
+
+
+def test_the_metadata_db_is_postgresql_through_the_same_drivers_as_the_deployed_tests(
+        compose: dict[str, Any]) -> None:
+    """The launcher's `--db postgres` (tests/deployed) and compose: psycopg2 in the URL, and
+    asyncpg for the async engine Airflow derives from it, which the image installs too."""
+    env = compose["services"]["airflow-scheduler"]["environment"]
+    launcher = Connection("127.0.0.1", 5432, "postgres", POSTGRES_DATABASE, pid=0).sqlalchemy_url
+    assert env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].split("://")[0] == \
+        launcher.split("://")[0] == "postgresql+psycopg2"
+    assert "psycopg2-binary asyncpg" in (ROOT / "Dockerfile").read_text()
 
 
 def test_same_ports_published_on_loopback(compose: dict[str, Any]) -> None:
