@@ -50,6 +50,9 @@ def test_partition_for_is_crc32_of_the_utf8_key() -> None:
     assert partition_for("pin/ü", 5) == 0
 
 
+STAMP = 1_790_000_000_000  # every record's timestamp, which a read returns with it
+
+
 def test_read_partition_returns_kept_keys_with_offsets_and_tombstones_up_to_the_end(
     kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any
 ) -> None:
@@ -58,7 +61,7 @@ def test_read_partition_returns_kept_keys_with_offsets_and_tombstones_up_to_the_
     failures: list[Any] = []
     for key, value in [(b"a", b"1"), (b"b", b"2"), (None, b"keyless"), (b"a", None),
                        (b"a", b"3")]:
-        producer.produce(topic, value, key, 1,
+        producer.produce(topic, value, key, 1, timestamp=STAMP,
                          on_delivery=lambda err, _msg: failures.append(err) if err else None)
     assert producer.flush(30) == 0 and failures == []
     transactional = Producer({**kafka_config, "transactional.id": f"t-{uuid.uuid4().hex}"})
@@ -75,11 +78,12 @@ def test_read_partition_returns_kept_keys_with_offsets_and_tombstones_up_to_the_
 
     high = end_offset(kafka_admin, topic, 1, committed=False)
     assert high == 7  # five records, the aborted one, its abort marker
-    assert everything == PartitionRead((InternalRecord(b"a", b"1", 0), InternalRecord(b"b", b"2", 1),
-                                        InternalRecord(b"a", None, 3),
-                                        InternalRecord(b"a", b"3", 4)), 7, scanned=5)
-    assert only_a.records == (InternalRecord(b"a", b"1", 0), InternalRecord(b"a", None, 3),
-                              InternalRecord(b"a", b"3", 4))
-    assert tail == PartitionRead((InternalRecord(b"a", None, 3),), 4, scanned=2)
+    assert everything == PartitionRead((InternalRecord(b"a", b"1", 0, STAMP),
+                                        InternalRecord(b"b", b"2", 1, STAMP),
+                                        InternalRecord(b"a", None, 3, STAMP),
+                                        InternalRecord(b"a", b"3", 4, STAMP)), 7, scanned=5)
+    assert only_a.records == (InternalRecord(b"a", b"1", 0, STAMP), InternalRecord(b"a", None, 3, STAMP),
+                              InternalRecord(b"a", b"3", 4, STAMP))
+    assert tail == PartitionRead((InternalRecord(b"a", None, 3, STAMP),), 4, scanned=2)
     assert nothing == PartitionRead((), 3)
     assert read_partition(kafka_config, topic, 0) == PartitionRead((), 0)
