@@ -211,8 +211,7 @@ def _partitions(partitions: Sequence[Mapping[str, Any]]) -> str:
             f'</td><td class="num{" bad" if gaps else ""}">{len(gaps)}</td>'
             f'<td class="num{" warn" if overlaps else ""}">{len(overlaps)}</td></tr>')
         for gap in gaps:
-            kind = "explained" if gap["explained"] else "unexplained"
-            deleted = f' · {gap["deleted"]} deleted now' if gap["deleted"] else ""
+            kind, deleted = _gap_words(gap)
             notes.append(
                 f'<li class="gap {kind}" data-partition="{escape(name)}" '
                 f'data-gap="{gap["start"]}-{gap["stop"]}"><strong>gap {escape(name)} '
@@ -410,6 +409,12 @@ def _run_row(run: Mapping[str, Any], ranges: Mapping[Key, tuple[int, int]], keys
             + "".join(cells) + "</div>")
 
 
+def _gap_words(gap: Mapping[str, Any]) -> tuple[str, str]:
+    """A gap's kind (``explained``/``unexplained``, also its CSS class) and its deletion note."""
+    return ("explained" if gap["explained"] else "unexplained",
+            f' · {gap["deleted"]} deleted now' if gap["deleted"] else "")
+
+
 def _gap_row(gaps: Mapping[Key, Mapping[str, Any]], keys: list[Key]) -> str:
     cells = []
     for key in keys:
@@ -417,8 +422,7 @@ def _gap_row(gaps: Mapping[Key, Mapping[str, Any]], keys: list[Key]) -> str:
         if gap is None:
             cells.append('<div role="cell" class="none"></div>')
             continue
-        kind = "explained" if gap["explained"] else "unexplained"
-        deleted = f' · {gap["deleted"]} deleted now' if gap["deleted"] else ""
+        kind, deleted = _gap_words(gap)
         cells.append(
             f'<div role="cell" class="gap {kind}" data-partition="{escape(f"{key[0]}/{key[1]}")}" '
             f'data-gap="{gap["start"]}-{gap["stop"]}" title="{escape(gap["reason"])}">'
