@@ -52,7 +52,8 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.sensors.kafka"]}
         ],
         "triggers": [
-            {"integration-name": _INTEGRATION, "python-modules": [f"{_PACKAGE}.triggers.kafka"]}
+            {"integration-name": _INTEGRATION,
+             "python-modules": [f"{_PACKAGE}.triggers.kafka", f"{_PACKAGE}.triggers.intervals"]}
         ],
         # `airflow kafka-spark audit`: Airflow 3.2+ adds the commands these functions return
         # (Airflow 3.1 ignores the key; `python -m airflow_provider_kafka_spark audit` works

@@ -54,9 +54,10 @@ class PartitionRead:
 
 
 def ensure_compacted_topic(admin: AdminClient, topic: str, *, partitions: int,
-                           timeout: float = 30.0) -> int:
-    """Create ``topic`` with ``partitions`` partitions and ``cleanup.policy=compact`` if it does
-    not exist; return its number of partitions (an existing topic keeps its own count).
+                           timeout: float = 30.0, config: Mapping[str, str] | None = None) -> int:
+    """Create ``topic`` with ``partitions`` partitions and ``cleanup.policy=compact`` (plus the
+    topic ``config`` given, e.g. ``segment.ms``) if it does not exist; return its number of
+    partitions (an existing topic keeps its own count and config).
 
     Raises:
         InternalTopicError: the topic could not be created (e.g. not authorized), its metadata
@@ -67,7 +68,8 @@ def ensure_compacted_topic(admin: AdminClient, topic: str, *, partitions: int,
     if count is None:
         future = admin.create_topics([NewTopic(topic, num_partitions=partitions,
                                                replication_factor=-1,
-                                               config={"cleanup.policy": "compact"})],
+                                               config={**(config or {}),
+                                                       "cleanup.policy": "compact"})],
                                      request_timeout=timeout)[topic]
         try:
             future.result(timeout=timeout + RESULT_MARGIN)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -14,12 +15,19 @@ from airflow_provider_kafka_spark.arguments import (
     checkable,
 )
 from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
     FromTable,
     OffsetRanges,
     OffsetSpecError,
     SpecificOffsets,
     Timestamp,
     parse_offset_spec,
+)
+from airflow_provider_kafka_spark.offsets.intervals import (
+    Announcement,
+    Interval,
+    claim_intervals,
+    iso_millis,
 )
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey
 from airflow_provider_kafka_spark.offsets.runs import resolve_run
@@ -62,12 +70,30 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
     1. the DAG run's params ``start`` / ``stop`` when set (a manual run's trigger form, e.g.
        ``{"start": "timestamp:2024-05-01T00:00:00Z", "stop": "latest"}``);
     2. the ``start`` / ``stop`` arguments;
-    3. the run's data interval: ``timestamp:<data_interval_start>`` and
+    3. the intervals announced by the Kafka interval asset that started the run
+       (:func:`airflow_provider_kafka_spark.assets.kafka_interval_asset`): ``timestamp:<start>``
+       of the first and ``timestamp:<end>`` of the last (see below);
+    4. the run's data interval: ``timestamp:<data_interval_start>`` and
        ``timestamp:<data_interval_end>``.
 
     A run without a data interval, or a zero-width one (``start`` and ``stop`` the same
     instant, as in a manual or asset-triggered run), is an error naming the Params to set,
     never a silent empty read.
+
+    **Runs started by a Kafka interval asset.** The run's triggering asset events that are
+    interval announcements of this task's subscription (the watcher's topics must be the ones
+    this task reads, else it is an error) give the interval. Airflow folds the events that
+    arrive before a run is created into one run (a DAG at ``max_active_runs``, or paused and
+    unpaused): such a run reads its consecutive intervals as one range. When both specs come
+    from the announcements, the run first *claims* its intervals for this task in the pins
+    topic (:func:`~airflow_provider_kafka_spark.offsets.intervals.claim_intervals`): an
+    interval another run of this task claimed first (a second announcement of it, after a
+    triggerer crash) is left to that run, and a run left with nothing is skipped (its ingest
+    and commit too) without reading anything. The interval read is pushed as the XCom
+    ``interval`` (``start``, ``end``, ``label`` such as ``20240501T100000Z`` for folder names,
+    ``intervals``; pushed for every run whose two specs are times, so a manual run with
+    ``timestamp:`` Params gets one too). A run started only by a watcher's error announcement
+    (an unknown topic) fails with the watcher's message.
 
     :param topics: topic name(s), see :class:`SubscriptionMixin`; templated.
     :param topic_pattern: regex of topic names; templated.
@@ -229,12 +255,23 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.check_arguments(rendered=True)
-        start, stop = self.specs(context)
         subscription = self.subscription()
         re_resolve = bool_param(self.task_id, context, "re_resolve") or self.re_resolve
         kafka_config = self.kafka_hook.get_kafka_config()
         run = RunKey(self.dag_id, self.task_id, context["run_id"],
                      getattr(context.get("ti"), "map_index", -1))
+        intervals = self.announced_intervals(context)
+        if intervals and self._open_sides(context) == {"start", "stop"}:
+            intervals = self._claim(kafka_config, run, intervals,
+                                    getattr(context.get("dag_run"), "run_after", None))
+        start, stop = self.specs(context, intervals)
+        if isinstance(start, Timestamp) and isinstance(stop, Timestamp) \
+                and start.millis < stop.millis:
+            span = Interval(start.millis, stop.millis)
+            context["ti"].xcom_push(key="interval", value={
+                "start": iso_millis(span.start_ms), "end": iso_millis(span.end_ms),
+                "label": span.label, "intervals": [[iso_millis(i.start_ms), iso_millis(i.end_ms)]
+                                                   for i in intervals or [span]]})
         if re_resolve:
             self.log.info("Resolving %s again (re_resolve): new ranges replace the pinned ones.",
                           run)
@@ -288,12 +325,85 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         return Lineage(authority, topics=subscription.topic_names or tuple(
             dict.fromkeys(topic for topic, _ in subscription.partition_list)))
 
-    def specs(self, context: Mapping[str, Any]) -> tuple[Any, Any]:
-        """The parsed ``(start, stop)`` specs of this run; checked, never zero-width."""
+    def announced_intervals(self, context: Mapping[str, Any]) -> list[Interval]:
+        """The intervals announced for this task's subscription by the run's triggering asset
+        events (interval announcements of
+        :func:`~airflow_provider_kafka_spark.assets.kafka_interval_asset`), sorted, without
+        repeats; ``[]`` when the run was not started by any.
+
+        Raises:
+            OffsetSpecError: the announcements are of another subscription.
+            ConfigurationError: the run was started by error announcements only (their
+                messages), or an announcement cannot be read.
+        """
+        announcements = _announcements(context.get("triggering_asset_events"))
+        if not announcements:
+            return []
+        mine = str(self.subscription())
+        intervals = sorted({a.interval for a in announcements
+                            if a.interval is not None and a.subscription == mine})
+        errors = sorted({a.error for a in announcements if a.error is not None})
+        for error in errors:
+            self.log.warning("The watcher reported: %s", error)
+        if intervals:
+            return intervals
+        others = sorted({a.subscription for a in announcements if a.interval is not None})
+        if others:
+            raise OffsetSpecError(
+                f"{self.task_id}: the run was started by intervals of {', '.join(others)} "
+                f"announced by a Kafka interval asset, but this task reads {mine}. Read the "
+                "topics the asset watches (the same topics=), or pass start= and stop=.")
+        raise ConfigurationError(f"{self.task_id}: the run was started by an error of the Kafka "
+                                 f"interval asset it is scheduled on: {' / '.join(errors)}")
+
+    def _open_sides(self, context: Mapping[str, Any]) -> set[str]:
+        """The specs that neither the Params nor the arguments give."""
         params = context.get("params") or {}
-        start = _parse(self.task_id, "start", params.get("start") or self.start
+        return {name for name in ("start", "stop")
+                if not (params.get(name) or getattr(self, name))}
+
+    def _claim(self, kafka_config: Mapping[str, Any], run: RunKey, intervals: list[Interval],
+               since: datetime | None) -> list[Interval]:
+        """The intervals this run reads: those it holds the claim of (see the class doc).
+
+        Raises:
+            AirflowSkipException: other runs hold every claim (a second announcement).
+            OffsetSpecError: what this run holds is not one consecutive span.
+        """
+        holders = claim_intervals(kafka_config, run, intervals, since=since,
+                                  topic=self.pins_topic, timeout=self.timeout)
+        held = [i for i in intervals if holders[i] == run]
+        for interval in intervals:
+            if holders[interval] != run:
+                self.log.warning("%s was announced again: %s claimed it first and reads it; "
+                                 "this run leaves it alone.", interval, holders[interval])
+        if not held:
+            raise _skip_exception()(
+                f"{self.task_id}: every interval of this run ({', '.join(map(str, intervals))}) "
+                "is read by the run that claimed it first (a second announcement, e.g. after "
+                "a triggerer restart): nothing to read.")
+        if len(held) > 1:
+            self.log.info("This run was started by %d announced intervals (Airflow folds the "
+                          "events that arrive before a run is created): it reads them as one "
+                          "range.", len(held))
+        gaps = [(a, b) for a, b in zip(held, held[1:], strict=False) if a.end_ms != b.start_ms]
+        if gaps:
+            raise OffsetSpecError(
+                f"{self.task_id}: the intervals this run holds are not consecutive "
+                f"({', '.join(map(str, held))}); a run reads one range. Read them in separate "
+                "runs: trigger the DAG with the Params start and stop of each.")
+        return held
+
+    def specs(self, context: Mapping[str, Any],
+              intervals: Sequence[Interval] = ()) -> tuple[Any, Any]:
+        """The parsed ``(start, stop)`` specs of this run; checked, never zero-width.
+        ``intervals``: the consecutive intervals announced for the run (see the class doc)."""
+        params = context.get("params") or {}
+        announced = ((f"timestamp:{intervals[0].start_ms}", f"timestamp:{intervals[-1].end_ms}")
+                     if intervals else (None, None))
+        start = _parse(self.task_id, "start", params.get("start") or self.start or announced[0]
                        or _interval_bound(self.task_id, context, "data_interval_start", "start"))
-        stop = _parse(self.task_id, "stop", params.get("stop") or self.stop
+        stop = _parse(self.task_id, "stop", params.get("stop") or self.stop or announced[1]
                       or _interval_bound(self.task_id, context, "data_interval_end", "stop"))
         if isinstance(start, Timestamp) and isinstance(stop, Timestamp) and start == stop:
             raise OffsetSpecError(
@@ -304,6 +414,33 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                 "or schedule the DAG with a timetable that has data intervals."
             )
         return start, stop
+
+
+def _announcements(events: Any) -> list[Announcement]:
+    """The interval announcements among a run's triggering asset events (its context's
+    ``triggering_asset_events``: events by asset and by alias, so each may come twice)."""
+    if not isinstance(events, Mapping):
+        return []
+    found: dict[str, Announcement] = {}
+    for listed in events.values():
+        for event in listed or ():
+            extra = getattr(event, "extra", None) or {}
+            if not isinstance(extra, Mapping) or not extra.get("from_trigger"):
+                continue
+            announcement = Announcement.from_payload(extra.get("payload"))
+            if announcement is not None:
+                found[json.dumps(announcement.to_payload(), sort_keys=True)] = announcement
+    return list(found.values())
+
+
+def _skip_exception() -> type[Exception]:
+    """Airflow's ``AirflowSkipException``: the task SDK's where it has one (Airflow 3.3),
+    else ``airflow.exceptions``'s (Airflow 3.1, where the task runner catches that one)."""
+    try:
+        from airflow.sdk.exceptions import AirflowSkipException
+    except ImportError:  # Airflow 3.1
+        from airflow.exceptions import AirflowSkipException  # type: ignore[no-redef]
+    return AirflowSkipException
 
 
 def _reads_table(spec: Any) -> bool:

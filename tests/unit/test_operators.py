@@ -259,7 +259,7 @@ def test_provider_info_lists_importable_modules() -> None:
     info = get_provider_info()
     modules = [m for kind in ("hooks", "operators", "sensors", "triggers")
                for entry in info[kind] for m in entry["python-modules"]]
-    assert len(modules) == 8
+    assert len(modules) == 9
     for module in modules:
         importlib.import_module(module)
     assert "connection-types" not in info
