@@ -138,14 +138,16 @@ class Cluster:
         return [*command, str(app), *args]
 
     def submit(self, app: str | Path, *args: str, conf: Mapping[str, str] | None = None,
-               log: Path | None = None, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+               log: Path | None = None, timeout: float = 300.0,
+               cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``app`` with ``spark-submit`` to completion (its own process group, killed on
-        timeout); stdout is returned, stderr goes to ``log`` (default: returned too)."""
+        timeout), in the folder ``cwd`` (default: this process's); stdout is returned, stderr
+        goes to ``log`` (default: returned too)."""
         with open(log, "w") if log else _null() as err:
             proc = subprocess.Popen(
                 self.submit_command(app, *args, conf=conf), env=self.env(), text=True,
                 stdout=subprocess.PIPE, stderr=err or subprocess.PIPE,
-                stdin=subprocess.DEVNULL, start_new_session=True)
+                stdin=subprocess.DEVNULL, start_new_session=True, cwd=cwd)
             try:
                 out, errs = proc.communicate(timeout=timeout)
             finally:

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -86,16 +86,22 @@ def job_conf(jars: Sequence[Path] = ()) -> dict[str, str]:
 
 
 def run_job(cluster: Cluster, job: str, spec: dict[str, Any], folder: Path,
-            jars: Sequence[Path] = (), timeout: float = 240.0) -> dict[str, Any]:
-    """Run ``cluster_jobs.py <job>`` with ``spark-submit`` on the cluster to completion; its result."""
+            jars: Sequence[Path] = (), timeout: float = 240.0,
+            conf: Mapping[str, str] | None = None, cwd: Path | None = None) -> dict[str, Any]:
+    """Run ``cluster_jobs.py <job>`` with ``spark-submit`` on the cluster to completion; its
+    result. ``conf``: more settings (over :func:`job_conf`'s and the cluster's); ``cwd``: the
+    driver's working folder (default: this process's)."""
     folder.mkdir(parents=True, exist_ok=True)
     spec_file, result_file = folder / f"{job}.spec.json", folder / f"{job}.result.json"
     spec_file.write_text(json.dumps(spec))
     result_file.unlink(missing_ok=True)
     log = folder / f"{job}.log"
-    done = cluster.submit(JOBS, job, str(spec_file), str(result_file), conf=job_conf(jars),
-                          log=log, timeout=timeout)
-    assert done.returncode == 0, f"{job} failed ({done.returncode}):\n{_tail(log)}"
+    done = cluster.submit(JOBS, job, str(spec_file), str(result_file),
+                          conf={**job_conf(jars), **(conf or {})}, log=log, timeout=timeout,
+                          cwd=cwd)
+    # the driver's Python traceback is on stdout (spark-submit merges its streams there)
+    out = done.stdout[max(done.stdout.find("Traceback"), 0):][-6000:]
+    assert done.returncode == 0, f"{job} failed ({done.returncode}):\n{_tail(log)}\n{out}"
     return dict(json.loads(result_file.read_text()))
 
 

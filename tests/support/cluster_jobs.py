@@ -11,7 +11,13 @@ Jobs (the spec is JSON; ``ranges`` is ``OffsetRanges.to_json()``):
 * ``kafka``: ``read_kafka`` -> ``write_kafka`` (key and value, ``exactly_once``) to
   ``topic``, ``repeat`` times with the same ``write_id``.
 
-Each run's outcome is in the result's ``runs``.
+Each run's outcome is in the result's ``runs``. ``<job>`` may name several jobs, comma-separated
+(``read,kafka``): they run in that order in one application, their runs one after another in
+``runs``.
+
+``provenance`` (optional, true) adds, from inside Python tasks on every executor, where their
+interpreter, this package, its native module and pyspark were imported from (see
+:func:`provenance`): the test of a packed environment shipped with ``spark.archives`` checks it.
 
 ``gate`` (optional, a dict) puts :func:`gated` between the read and the write, so a test can
 stop tasks half-way and kill an executor under them. The result always holds what the
@@ -99,62 +105,105 @@ def cluster_report(spark: Any) -> dict[str, Any]:
             "failed_tasks": failed}
 
 
-def main(job: str, spec_file: str, result_file: str) -> None:
-    from pyspark.sql import SparkSession
+def provenance(spark: Any, tasks: int = 8) -> list[dict[str, Any]]:
+    """One report per task of a ``tasks``-task job on the executors' Python workers: the
+    interpreter (``sys.executable``, ``sys.prefix``), the files this package, its native
+    module and pyspark were imported from, the task's working folder, ``sys.path``,
+    ``PYTHONPATH``, whether Airflow is importable, and every ``sys.path`` entry that holds a
+    folder of this package (any other would be a place to fall back to). Each task waits
+    0.2 s so both executors take some."""
+    def report(_: Any) -> Any:
+        import importlib.util
+        import os
+        import sys
+        import time
 
-    from airflow_provider_kafka_spark.spark import kafka_errors, read_kafka
+        import pyspark
 
-    spec = json.loads(Path(spec_file).read_text())
-    spark = SparkSession.builder.appName(f"cluster-test-{job}").getOrCreate()
-    if spec.get("gate"):
-        Path(spec["gate"]["dir"], STARTED).mkdir(parents=True, exist_ok=True)
-        Path(spec["gate"]["dir"], APP_FILE).write_text(json.dumps(
-            {"app_id": spark.sparkContext.applicationId, "ui": spark.sparkContext.uiWebUrl}))
+        import airflow_provider_kafka_spark as package
+        from airflow_provider_kafka_spark import _native
+
+        time.sleep(0.2)
+        yield {"executable": sys.executable, "prefix": sys.prefix, "cwd": os.getcwd(),
+               "package": package.__file__, "native": _native.__file__,
+               "pyspark": pyspark.__file__, "sys_path": list(sys.path),
+               "pythonpath": os.environ.get("PYTHONPATH", ""),
+               "airflow": importlib.util.find_spec("airflow") is not None,
+               "holding_package": [p for p in sys.path if os.path.isdir(
+                   os.path.join(p or ".", "airflow_provider_kafka_spark"))]}
+
+    return list(spark.sparkContext.parallelize(range(tasks), tasks).mapPartitions(report)
+                .collect())
+
+
+def runs(job: str, spark: Any, spec: dict[str, Any]) -> list[Any]:
+    """Run ``job`` (see the module docstring) in ``spark``; the outcome of each of its runs."""
+    from airflow_provider_kafka_spark.spark import read_kafka
 
     def read(engine: str = "python") -> Any:
         return read_kafka(spark, spec["ranges"], spec["kafka_config"], engine=engine,
                           max_records_per_split=spec.get("max_records_per_split"))
 
+    outcomes: list[Any] = []
+    if job == "read":
+        for engine in spec["engines"]:
+            outcomes.append({"engine": engine, "records": sorted(
+                [r["partition"], r["offset"],
+                 None if r["key"] is None else bytes(r["key"]).hex(), bytes(r["value"]).hex()]
+                for r in read(engine).collect())})
+    elif job == "files":
+        from airflow_provider_kafka_spark.sinks import FileSink
+
+        for run in range(1, spec.get("repeat", 1) + 1):
+            shaped = read().selectExpr("partition", "offset", "CAST(key AS STRING) AS key",
+                                       "CAST(value AS STRING) AS value")
+            sink = FileSink(spec["path"], format="json")
+            try:
+                sink.prepare(spark, shaped.limit(0))
+                if spec.get("gate"):
+                    shaped = gated(shaped, spec["gate"])
+                output = sink.write(shaped)
+                sink.commit({**spec["manifest"], "run": run})
+            except BaseException:
+                sink.abort()
+                raise
+            outcomes.append(output)
+    elif job == "kafka":
+        from airflow_provider_kafka_spark.spark import write_kafka
+
+        for _ in range(spec.get("repeat", 1)):
+            out = read().select("key", "value")
+            if spec.get("gate"):
+                out = gated(out, spec["gate"])
+            written = write_kafka(out, spec["kafka_config"], topic=spec["topic"],
+                                  delivery_guarantee="exactly_once",
+                                  transactional_id_prefix=spec["transactional_id_prefix"],
+                                  write_id=spec["write_id"])
+            outcomes.append({"records_per_task": written.records_per_task,
+                             "skipped_tasks": list(written.skipped_tasks)})
+    else:
+        raise SystemExit(f"unknown job {job!r}")
+    return outcomes
+
+
+def main(jobs: str, spec_file: str, result_file: str) -> None:
+    from pyspark.sql import SparkSession
+
+    from airflow_provider_kafka_spark.spark import kafka_errors
+
+    spec = json.loads(Path(spec_file).read_text())
+    spark = SparkSession.builder.appName(f"cluster-test-{jobs}").getOrCreate()
+    if spec.get("gate"):
+        Path(spec["gate"]["dir"], STARTED).mkdir(parents=True, exist_ok=True)
+        Path(spec["gate"]["dir"], APP_FILE).write_text(json.dumps(
+            {"app_id": spark.sparkContext.applicationId, "ui": spark.sparkContext.uiWebUrl}))
+
     result: dict[str, Any] = {"runs": []}
     with kafka_errors():
-        if job == "read":
-            for engine in spec["engines"]:
-                result["runs"].append({"engine": engine, "records": sorted(
-                    [r["partition"], r["offset"],
-                     None if r["key"] is None else bytes(r["key"]).hex(), bytes(r["value"]).hex()]
-                    for r in read(engine).collect())})
-        elif job == "files":
-            from airflow_provider_kafka_spark.sinks import FileSink
-
-            for run in range(1, spec.get("repeat", 1) + 1):
-                shaped = read().selectExpr("partition", "offset", "CAST(key AS STRING) AS key",
-                                           "CAST(value AS STRING) AS value")
-                sink = FileSink(spec["path"], format="json")
-                try:
-                    sink.prepare(spark, shaped.limit(0))
-                    if spec.get("gate"):
-                        shaped = gated(shaped, spec["gate"])
-                    output = sink.write(shaped)
-                    sink.commit({**spec["manifest"], "run": run})
-                except BaseException:
-                    sink.abort()
-                    raise
-                result["runs"].append(output)
-        elif job == "kafka":
-            from airflow_provider_kafka_spark.spark import write_kafka
-
-            for _ in range(spec.get("repeat", 1)):
-                out = read().select("key", "value")
-                if spec.get("gate"):
-                    out = gated(out, spec["gate"])
-                written = write_kafka(out, spec["kafka_config"], topic=spec["topic"],
-                                      delivery_guarantee="exactly_once",
-                                      transactional_id_prefix=spec["transactional_id_prefix"],
-                                      write_id=spec["write_id"])
-                result["runs"].append({"records_per_task": written.records_per_task,
-                                       "skipped_tasks": list(written.skipped_tasks)})
-        else:
-            raise SystemExit(f"unknown job {job!r}")
+        for job in jobs.split(","):
+            result["runs"] += runs(job, spark, spec)
+    if spec.get("provenance"):
+        result["provenance"] = provenance(spark)
     result.update(cluster_report(spark))
     Path(result_file).write_text(json.dumps(result))
     spark.stop()
