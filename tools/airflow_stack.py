@@ -22,6 +22,11 @@
 * login: the simple auth manager with one user ``admin`` whose password is written to
   ``DIR/home/simple_auth_manager_passwords.json`` (random once, then kept).
 
+With ``extra_dags=FOLDER`` the DAG files in that folder are a second DAG bundle, ``extra``,
+looked at every 2 s (tests write their own DAGs there). ``kill(stack, name)`` SIGKILLs one
+service (its process group, by pid: a crash) and ``relaunch(stack, name)`` starts it again
+with the environment it had.
+
 It returns once ``/api/v2/monitor/health`` reports the scheduler, triggerer and dag-processor
 healthy and ``/api/v2/dags`` lists every example DAG. ``stop()`` ends every process it
 started (SIGTERM to each process group, then SIGKILL), then the PostgreSQL server (its data
@@ -46,11 +51,11 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tools import postgres_server
-from tools.processes import alive, launch, read_pid, stop_service
+from tools.processes import alive, end_group, launch, read_pid, stop_service
 
 ROOT = Path(__file__).resolve().parent.parent
 DAGS_FOLDER = ROOT / "dags"
@@ -69,8 +74,8 @@ SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 # The components /api/v2/monitor/health reports on, besides the metadata DB.
 HEALTH_COMPONENTS = ("scheduler", "triggerer", "dag_processor")
 EXAMPLE_DAGS = ("kafka_adhoc", "kafka_backfill_by_time", "kafka_hourly_ingest",
-                "kafka_hourly_report", "kafka_incremental_committed", "kafka_to_kafka_exactly_once",
-                "kafka_window_when_complete")
+                "kafka_hourly_on_data", "kafka_hourly_report", "kafka_incremental_committed",
+                "kafka_to_kafka_exactly_once", "kafka_window_when_complete")
 USERNAME = "admin"
 PASSWORDS_FILE = "simple_auth_manager_passwords.json"
 # LocalExecutor: at most this many task processes at once (a deferred sensor holds none).
@@ -82,6 +87,9 @@ DEMO_EVENTS = 3_000
 DEMO_HOURS = 3
 READY_TIMEOUT_S = 180.0
 STOP_GRACE_S = 20.0  # the scheduler ends its running tasks first
+EXTRA_BUNDLE = "extra"  # the bundle of start(extra_dags=...)
+EXTRA_BUNDLE_REFRESH_S = 2  # how often the dag-processor looks for new files in it
+LOCAL_BUNDLE = "airflow.dag_processing.bundles.local.LocalDagBundle"
 
 
 class StackError(RuntimeError):
@@ -91,7 +99,8 @@ class StackError(RuntimeError):
 @dataclass(frozen=True)
 class Stack:
     """A running local Airflow: where it answers, how to log in, which broker and which
-    metadata DB (``database``: its SQLAlchemy URL, no password in it) it uses."""
+    metadata DB (``database``: its SQLAlchemy URL, no password in it) it uses, and what its
+    services' environment adds (``extra_env``, the ``extra_dags`` bundle's folder)."""
 
     run_dir: Path
     url: str
@@ -100,6 +109,8 @@ class Stack:
     bootstrap: str
     broker_started: bool
     database: str
+    extra_env: dict[str, str] = field(default_factory=dict)
+    extra_dags: str | None = None
 
     def token(self) -> str:
         """A JWT for the REST API (``POST /auth/token``)."""
@@ -198,6 +209,24 @@ def stack_settings(run_dir: Path, port: int, bootstrap: str,
         # The dag-processor looks for new or changed DAG files every 30 s.
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "30",
     }
+
+
+def bundles_env(extra_dags: Path) -> dict[str, str]:
+    """The setting that adds the DAG files in ``extra_dags`` as the bundle ``extra`` (looked at
+    every ``EXTRA_BUNDLE_REFRESH_S``) beside Airflow's default one, the DAGs folder."""
+    return {"AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps([
+        {"name": "dags-folder", "classpath": LOCAL_BUNDLE, "kwargs": {}},
+        {"name": EXTRA_BUNDLE, "classpath": LOCAL_BUNDLE,
+         "kwargs": {"path": str(extra_dags), "refresh_interval": EXTRA_BUNDLE_REFRESH_S}}])}
+
+
+def stack_env(stack: Stack) -> dict[str, str]:
+    """The environment of ``stack``'s services, as ``start`` built it."""
+    port = urllib.parse.urlsplit(stack.url).port
+    assert port is not None, stack.url
+    extra = bundles_env(Path(stack.extra_dags)) if stack.extra_dags else {}
+    return {**service_env(stack.run_dir, port, stack.bootstrap, stack.database),
+            **stack.extra_env, **extra}
 
 
 def service_env(run_dir: Path, port: int, bootstrap: str,
@@ -315,12 +344,14 @@ def _wait_ready(stack: Stack, pids: Mapping[str, int], dags: Sequence[str]) -> N
 
 def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
           bootstrap: str | None = None, extra_env: Mapping[str, str] | None = None,
-          dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB) -> Stack:
+          dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB,
+          extra_dags: Path | None = None) -> Stack:
     """Start everything (see the module docstring) and return once it is ready: ``dags``
     parsed. With ``bootstrap`` the given broker is used and left alone; else one is started in
     DIR/kafka. ``db`` is the metadata DB, ``"sqlite"`` or ``"postgres"`` (a server in
     DIR/postgres). ``extra_env`` is added to the services' environment (e.g. JVM options for
-    Spark, or ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples)."""
+    Spark, or ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples).
+    ``extra_dags``: a folder (created) whose DAG files are a second bundle, ``extra``."""
     if db not in DATABASES:
         raise StackError(f"db={db!r}: the metadata DB is one of {', '.join(DATABASES)}")
     run_dir = run_dir.resolve()
@@ -341,14 +372,19 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
         if bootstrap is None:
             bootstrap = _start_broker(run_dir)
         database = _start_db(run_dir, db)
+        if extra_dags is not None:
+            extra_dags = extra_dags.resolve()
+            extra_dags.mkdir(parents=True, exist_ok=True)
         stack = Stack(run_dir=run_dir, url=f"http://{HOST}:{port}", username=USERNAME,
                       password=_secrets(run_dir)["password"], bootstrap=bootstrap,
-                      broker_started=broker_started, database=database)
+                      broker_started=broker_started, database=database,
+                      extra_env=dict(extra_env or {}),
+                      extra_dags=None if extra_dags is None else str(extra_dags))
         state_file.write_text(json.dumps({**asdict(stack), "run_dir": str(run_dir)}))
         home = run_dir / "home"
         home.mkdir(exist_ok=True)
         (home / PASSWORDS_FILE).write_text(json.dumps({USERNAME: stack.password}) + "\n")
-        env = {**service_env(run_dir, port, bootstrap, database), **(extra_env or {})}
+        env = stack_env(stack)
         airflow = str(airflow_bin())
         with open(run_dir / "db-migrate.log", "wb") as log:
             migrated = subprocess.run([airflow, "db", "migrate"], env=env, stdout=log,
@@ -362,6 +398,29 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
     except BaseException:
         stop(run_dir)
         raise
+
+
+def kill(stack: Stack, name: str) -> int:
+    """SIGKILL the service ``name`` of ``stack`` now, as a crash would (its process group and
+    every descendant, by pid; nothing by name); the pid it had. Start it again with
+    :func:`relaunch`."""
+    if name not in SERVICES:
+        raise StackError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
+    pid = read_pid(stack.run_dir, name)
+    if pid is None:
+        raise StackError(f"airflow {name} does not run from {stack.run_dir}")
+    end_group(pid, grace=0)
+    return pid
+
+
+def relaunch(stack: Stack, name: str) -> int:
+    """Start the service ``name`` of ``stack`` again (after :func:`kill`), with the environment
+    ``start`` gave it; its new pid."""
+    if name not in SERVICES:
+        raise StackError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
+    if read_pid(stack.run_dir, name) is not None:
+        raise StackError(f"airflow {name} still runs from {stack.run_dir}")
+    return launch(stack.run_dir, name, [str(airflow_bin()), name], stack_env(stack))
 
 
 def stop(run_dir: Path = DEFAULT_DIR, *, discard: bool = False) -> None:
@@ -382,12 +441,13 @@ def stop(run_dir: Path = DEFAULT_DIR, *, discard: bool = False) -> None:
 @contextmanager
 def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None,
                   extra_env: Mapping[str, str] | None = None,
-                  dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB) -> Iterator[Stack]:
+                  dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB,
+                  extra_dags: Path | None = None) -> Iterator[Stack]:
     """``start()`` on entry, ``stop()`` on exit (also on failure), a PostgreSQL metadata
     DB deleted with its server (a throwaway stack: a test's)."""
     try:
         yield start(run_dir, port=port, bootstrap=bootstrap, extra_env=extra_env, dags=dags,
-                    db=db)
+                    db=db, extra_dags=extra_dags)
     finally:
         stop(run_dir, discard=True)
 

@@ -275,14 +275,6 @@ class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
                 await asyncio.sleep(self.poll_interval)
         position = await self._start_position(kafka_config)
         while True:
-            interval = Interval(position.next_start_ms,
-                                self.grid.next_after(position.next_start_ms))
-            wait_ms = interval.end_ms - int(time.time() * 1000)
-            if wait_ms > 0:
-                self.log.info("Next interval %s of %s: complete at the earliest when it ends, "
-                              "in %.1fs", interval, subscription, wait_ms / 1000)
-                await asyncio.sleep(wait_ms / 1000)
-                continue
             problem = await self._blocking(self._subscription_problem, kafka_config)
             if problem is _TRANSIENT:
                 await asyncio.sleep(self.poll_interval)
@@ -300,6 +292,14 @@ class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
                 self.log.error("%s cannot announce intervals: %s (checking again in %ss)",
                                self.watcher, problem, self.poll_interval)
                 await asyncio.sleep(self.poll_interval)
+                continue
+            interval = Interval(position.next_start_ms,
+                                self.grid.next_after(position.next_start_ms))
+            wait_ms = interval.end_ms - int(time.time() * 1000)
+            if wait_ms > 0:
+                self.log.info("Next interval %s of %s: complete at the earliest when it ends, "
+                              "in %.1fs", interval, subscription, wait_ms / 1000)
+                await asyncio.sleep(wait_ms / 1000)
                 continue
             check = await self._blocking(check_interval_complete, kafka_config,
                                          self.subscription, interval.end_ms, self.idle_timeout,

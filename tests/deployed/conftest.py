@@ -20,8 +20,10 @@ from tools.local_broker import free_port
 @pytest.fixture(scope="session")
 def airflow(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowApi]:
     """The deployed Airflow, on the session's broker and its own PostgreSQL; stopped when the
-    session ends."""
-    with airflow_stack(tmp_path_factory.mktemp("airflow-local"), port=free_port(),
-                       bootstrap=kafka_bootstrap, extra_env=SMALL_SPARK_JOBS,
-                       db="postgres") as stack:
+    session ends. Tests put DAG files of their own in ``stack.extra_dags`` (a second DAG
+    bundle, looked at every 2 s)."""
+    run_dir = tmp_path_factory.mktemp("airflow-local")
+    with airflow_stack(run_dir, port=free_port(), bootstrap=kafka_bootstrap,
+                       extra_env=SMALL_SPARK_JOBS, db="postgres",
+                       extra_dags=run_dir / "extra-dags") as stack:
         yield AirflowApi(stack)
