@@ -3,8 +3,10 @@
 interval is complete (an open transaction inside an interval holds it back until it commits),
 each resolving exactly its interval's offsets; the triggerer is SIGKILLed between two intervals
 and started again, and the interval that completed meanwhile gets exactly one run, none twice. A
-zero interval is an import error of its DAG; an unknown topic is an error announcement whose run
-fails with the watcher's message.
+second announcement of an interval (posted through the REST API as the triggerer would post it
+after a crash between announcing and recording) starts a run whose resolve task finds the
+interval claimed and is skipped. A zero interval is an import error of its DAG; an unknown
+topic is an error announcement whose run fails with the watcher's message.
 
 The DAG is the example ``kafka_hourly_on_data`` without its Spark tasks: what a run reads is the
 resolve task's ranges (the ingest reads exactly those, as tests/dags and test_scheduled_run
@@ -32,7 +34,8 @@ pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 EVERY_S = 15
 EVERY_MS = EVERY_S * 1000
 SERVER = "localhost:9092"
-LEAD_S = 20  # from writing the DAG file to the first interval's start: parse + watcher start
+LEAD_S = 10  # from writing the DAG files to the first interval's start; the watcher must start
+# (parse, trigger created, picked up by the triggerer: about 15 s) before that interval ends
 # How soon after its interval is complete a run must exist: the watcher polls every second,
 # the scheduler creates the run on its next loop.
 PROMPT_S = 12.0
@@ -69,13 +72,14 @@ def stamp(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
-def asset_events(airflow: AirflowApi, uri: str) -> list[dict[str, Any]]:
+def asset_events(airflow: AirflowApi, uri: str) -> tuple[int, list[dict[str, Any]]]:
+    """The asset's id and its events, oldest first."""
     assets = airflow.call("GET", "/api/v2/assets?uri_pattern="
                                  + urllib.parse.quote(uri.split("?")[0], safe=""))["assets"]
     (found,) = [a for a in assets if a["uri"] == uri]
     events = airflow.call("GET", f"/api/v2/assets/events?asset_id={found['id']}"
                                  "&order_by=timestamp&limit=100")["asset_events"]
-    return [dict(e) for e in events]
+    return int(found["id"]), [dict(e) for e in events]
 
 
 def runs(airflow: AirflowApi, dag_id: str) -> list[dict[str, Any]]:
@@ -90,6 +94,13 @@ def wait_for_runs(airflow: AirflowApi, dag_id: str, count: int,
         assert time.monotonic() < deadline, f"{dag_id}: {len(found)} run(s), not {count}"
         time.sleep(0.5)
     return found
+
+
+def consumed_events(airflow: AirflowApi, dag_id: str, run: dict[str, Any]) -> list[int]:
+    """The ids of the asset events that started ``run``."""
+    return [int(e["id"]) for e in airflow.call(
+        "GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
+               "/upstreamAssetEvents")["asset_events"]]
 
 
 def wait_for_position(kafka_config: dict[str, Any], name: str, expected: WatcherPosition,
@@ -160,16 +171,21 @@ def test_one_run_per_complete_interval_held_back_by_an_open_transaction_and_acro
         pid = kill(airflow.stack, "triggerer")
         killed = time.time()
         relaunch(airflow.stack, "triggerer")
+        # Meanwhile interval 1 is announced a second time, as after a crash between announcing
+        # and recording it: the event the triggerer would store, through the REST API.
+        asset_id, announced = asset_events(airflow, uri)
+        assert len(announced) == 3 and len(runs(airflow, dag_id)) == 3
+        again = airflow.call("POST", "/api/v2/assets/events", {"asset_id": asset_id, "extra": {
+            "from_trigger": True, "payload": announced[1]["extra"]["payload"]}})
         # Interval 3 completes while no watcher runs. Interval 4 never completes (no record
         # after it): the last run is interval 3's.
         sleep_until(ends[3] + 2000)
-        assert len(runs(airflow, dag_id)) == 3
         produce(kafka_config, topic, [(0, b"a4", b"a4", ends[3] + 1000),
                                       (1, b"b4", b"b4", ends[3] + 1000)])
         complete.append(time.time())
-        found = wait_for_runs(airflow, dag_id, 4)
+        found = wait_for_runs(airflow, dag_id, 5)
         finished = [airflow.wait(dag_id, r["dag_run_id"]) for r in found]
-        events = asset_events(airflow, uri)
+        _, events = asset_events(airflow, uri)
         found = runs(airflow, dag_id)
         missing_runs = wait_for_runs(airflow, missing_dag, 1)
         missing_run = airflow.wait(missing_dag, missing_runs[0]["dag_run_id"])
@@ -178,6 +194,16 @@ def test_one_run_per_complete_interval_held_back_by_an_open_transaction_and_acro
         for name in files:
             (extra_dags / f"{name}.py").unlink(missing_ok=True)
     wall = time.monotonic() - began
+
+    # The second announcement's run: its resolve task found interval 1 claimed and was skipped.
+    assert [e["id"] for e in events if e["extra"].get("from_rest_api")] == [again["id"]]
+    events = [e for e in events if e["id"] != again["id"]]
+    (duplicate,) = [r for r in finished if consumed_events(airflow, dag_id, r) == [again["id"]]]
+    finished = [r for r in finished if r is not duplicate]
+    assert duplicate["state"] == "success"
+    assert airflow.task_states(dag_id, duplicate["dag_run_id"]) == {"resolve_offsets": "skipped"}
+    log = airflow.log(dag_id, duplicate["dag_run_id"], "resolve_offsets")
+    assert "is read by the run that claimed it first" in log, log[-2000:]
 
     # Exactly one announcement and one run per complete interval, in order, none twice; each
     # announced as soon as complete, never before (interval 1 waited for the commit); interval
@@ -189,14 +215,11 @@ def test_one_run_per_complete_interval_held_back_by_an_open_transaction_and_acro
         delay = stamp(event["timestamp"]) - complete[k]
         assert 0 < delay < PROMPT_S + (40 if k == 3 else 0), (k, delay, event)
     assert stamp(events[3]["timestamp"]) > killed
-    assert len(found) == 4 and all(r["run_type"] == "asset_triggered" for r in found), found
+    assert len(found) == 5 and all(r["run_type"] == "asset_triggered" for r in found), found
     assert [r["state"] for r in finished] == ["success"] * 4, [
         airflow.failure_report(dag_id, r["dag_run_id"]) for r in finished]
-    for k, run in enumerate(finished):
-        consumed = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
-                                       f"{urllib.parse.quote(run['dag_run_id'], safe='')}"
-                                       "/upstreamAssetEvents")["asset_events"]
-        assert [e["id"] for e in consumed] == [events[k]["id"]]
+    assert [consumed_events(airflow, dag_id, run) for run in finished] == [
+        [e["id"]] for e in events]
 
     # Each run resolved exactly its interval: the offsets per partition, and the records in
     # them. Partition 1 holds b0 b1 t1 b2 <commit marker> b3 b4.
