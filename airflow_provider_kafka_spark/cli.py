@@ -8,8 +8,8 @@ any cluster call; nothing audited), 3 when the cluster could not answer or holds
 
 Airflow 3.2 and later run the functions that a provider lists under ``"cli"`` in its provider
 info and add the commands they return to the ``airflow`` command
-(``ProvidersManager.cli_command_functions``); :func:`get_airflow_cli_commands` is ours. Airflow
-3.1 does not read that key: there the command is ``python -m airflow_provider_kafka_spark``.
+(``ProvidersManager.cli_command_functions``); :func:`get_airflow_cli_commands` is ours. Without
+Airflow's CLI the command is ``python -m airflow_provider_kafka_spark``.
 
 This module is imported by every ``airflow`` command (to list its commands): it imports
 neither Airflow nor the offset core until a command runs.

@@ -55,8 +55,7 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": _INTEGRATION,
              "python-modules": [f"{_PACKAGE}.triggers.kafka", f"{_PACKAGE}.triggers.intervals"]}
         ],
-        # `airflow kafka-spark audit`: Airflow 3.2+ adds the commands these functions return
-        # (Airflow 3.1 ignores the key; `python -m airflow_provider_kafka_spark audit` works
-        # everywhere).
+        # `airflow kafka-spark audit`: Airflow (3.2+) adds the commands these functions return;
+        # `python -m airflow_provider_kafka_spark audit` is the same without Airflow's CLI.
         "cli": [f"{_PACKAGE}.cli.get_airflow_cli_commands"],
     }

@@ -7,6 +7,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from airflow.sdk.exceptions import AirflowSkipException
+
 from airflow_provider_kafka_spark.arguments import (
     SUBSCRIPTION_FIELDS,
     Partitions,
@@ -378,7 +380,7 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                 self.log.warning("%s was announced again: %s claimed it first and reads it; "
                                  "this run leaves it alone.", interval, holders[interval])
         if not held:
-            raise _skip_exception()(
+            raise AirflowSkipException(
                 f"{self.task_id}: every interval of this run ({', '.join(map(str, intervals))}) "
                 "is read by the run that claimed it first (a second announcement, e.g. after "
                 "a triggerer restart): nothing to read.")
@@ -431,16 +433,6 @@ def _announcements(events: Any) -> list[Announcement]:
             if announcement is not None:
                 found[json.dumps(announcement.to_payload(), sort_keys=True)] = announcement
     return list(found.values())
-
-
-def _skip_exception() -> type[Exception]:
-    """Airflow's ``AirflowSkipException``: the task SDK's where it has one (Airflow 3.3),
-    else ``airflow.exceptions``'s (Airflow 3.1, where the task runner catches that one)."""
-    try:
-        from airflow.sdk.exceptions import AirflowSkipException
-    except ImportError:  # Airflow 3.1
-        from airflow.exceptions import AirflowSkipException  # type: ignore[no-redef]
-    return AirflowSkipException
 
 
 def _reads_table(spec: Any) -> bool:
