@@ -16,6 +16,10 @@ How to use it:
   on the workers) and has Spark's Kafka source on its classpath (``engine="spark-kafka"``).
 * ``spark_kafka_jars`` (session): the jars ``engine="spark-kafka"`` needs, for ``spark.jars``
   of a submitted application (the Connect server has them already).
+* ``package_wheel`` (session): the newest ``dist/*.whl`` (``make dist`` builds it); fails,
+  saying so, when there is none. ``packed_executor_env`` (session): that wheel in a packed
+  executor environment made by docs/cluster.md's recipe, with the settings and the folder to
+  submit a job with it from (``tests/support/packed_env.py``).
 * ``connect_spark`` (function): a Spark Connect session on that server. Creating a Connect
   session sets ``SPARK_CONNECT_MODE_ENABLED`` in this process, which turns every later
   ``SparkSession.builder`` and ``pyspark.sql.functions`` call into Connect ones; the fixture
@@ -30,6 +34,7 @@ How to use it:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,6 +42,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import CONNECT_MODE_ENV, restored_env
+from tests.support.packed_env import PackedEnv, pack
 from tools.spark_cluster import Cluster
 from tools.spark_cluster import spark_cluster as start_cluster
 
@@ -58,6 +64,23 @@ def spark_kafka_jars() -> list[Path]:
 
     return fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
                                   ROOT / ".cache" / "spark-kafka" / "jars")
+
+
+@pytest.fixture(scope="session")
+def package_wheel() -> Path:
+    """The newest wheel of this package in ``dist/``."""
+    wheels = sorted((ROOT / "dist").glob("airflow_provider_kafka_spark-*.whl"),
+                    key=lambda w: w.stat().st_mtime)
+    if not wheels:
+        pytest.fail(f"no wheel of the package in {ROOT / 'dist'}: run `make dist` first")
+    return wheels[-1]
+
+
+@pytest.fixture(scope="session")
+def packed_executor_env(package_wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> PackedEnv:
+    """``package_wheel`` in an executor environment packed by docs/cluster.md's recipe."""
+    return pack(package_wheel, tmp_path_factory.mktemp("packed-env") / "recipe",
+                driver_python=sys.executable)
 
 
 @pytest.fixture(scope="package")
