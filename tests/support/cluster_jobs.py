@@ -105,7 +105,7 @@ def cluster_report(spark: Any) -> dict[str, Any]:
             "failed_tasks": failed}
 
 
-def provenance(spark: Any, tasks: int = 8) -> list[dict[str, Any]]:
+def provenance(spark: Any, tasks: int = 4) -> list[dict[str, Any]]:
     """One report per task of a ``tasks``-task job on the executors' Python workers: the
     interpreter (``sys.executable``, ``sys.prefix``), the files this package, its native
     module and pyspark were imported from, the task's working folder, ``sys.path``,

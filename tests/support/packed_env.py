@@ -63,8 +63,7 @@ class PackedEnv:
 def pack(wheel: Path, folder: Path, driver_python: str) -> PackedEnv:
     """Run the page's pack block for ``wheel`` in the new folder ``folder``, in this
     interpreter's environment (the driver's), then the submit block's lines before
-    ``spark-submit``; what the ``spark-submit`` line sets (:func:`submit_conf`). The venv the
-    pack block made is removed (only its archive is needed)."""
+    ``spark-submit``; what the ``spark-submit`` line sets (:func:`submit_conf`)."""
     for tool in ("uv", "uvx"):
         assert shutil.which(tool, path=_path()), (
             f"docs/cluster.md's recipe needs {tool}, from the uv package (the dev extra): "
@@ -75,9 +74,6 @@ def pack(wheel: Path, folder: Path, driver_python: str) -> PackedEnv:
     seconds = time.monotonic() - began
     archive = folder / ARCHIVE
     assert archive.is_file(), f"the pack recipe wrote no {ARCHIVE} in {folder}"
-    for path in folder.iterdir():
-        if path.is_dir():
-            shutil.rmtree(path)
     lines = recipe_block("submit").replace("\\\n", " ").splitlines()
     (at,) = [i for i, line in enumerate(lines) if line.strip().startswith("spark-submit")]
     _run("\n".join(lines[:at]), folder, wheel)
