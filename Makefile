@@ -5,35 +5,73 @@
 #                 the `tables` tier (tests/tables: Iceberg, Delta, PostgreSQL) in .venv-tables
 #   make airflow - a real local Airflow 3 (UI, scheduler, triggerer) with the example DAGs
 #                 and a broker; stop it with scripts/airflow-local stop
+#   make dist   - the sdist and the manylinux wheel in dist/ (needs cargo and cmake)
+#   make matrix - the wheel in clean venvs of every Python x PySpark x Airflow it claims
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
+DEPS_STAMP := $(VENV)/.deps
 # The `tables` tier's venv: pyspark of the Spark line Iceberg and Delta publish runtimes for
-# (tools/tables_venv.py), this source tree (and the native module $(STAMP) built) on its path.
+# (tools/source_venv.py), this source tree (and the native module $(STAMP) copied) on its path.
 TABLES_VENV := .venv-tables
 TABLES_STAMP := $(TABLES_VENV)/.installed
+# maturin and zig (the ziglang wheel: a C compiler and linker for glibc 2.17) for `make dist`.
+BUILD_VENV := .venv-build
+BUILD_STAMP := $(BUILD_VENV)/.installed
+WHEEL_STAMP := dist/.built
+WHEEL = $(firstword $(wildcard dist/*-manylinux*.whl))
+NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+PACKAGE_SOURCES := $(shell find airflow_provider_kafka_spark -name '*.py' -o -name '*.pyi')
 
-.PHONY: test demo airflow browser lint setup tables-setup clean
+.PHONY: test demo airflow browser lint setup dist matrix tables-setup clean
 
+# .venv: the package's dependencies (uv), this source tree on its path (as an editable install),
+# and the native module copied out of the wheel `make dist` built (tools/source_venv.py). The
+# dependencies download while the wheel builds.
 setup: $(STAMP)
 
-# The native module (native/, Rust) is built by pip through maturin; a change to it reinstalls.
-$(STAMP): pyproject.toml native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
+$(STAMP): $(DEPS_STAMP) $(WHEEL_STAMP)
+	$(VENV)/bin/python tools/source_venv.py --native $(WHEEL)
+	touch $@
+
+$(DEPS_STAMP): pyproject.toml tools/source_venv.py
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"'
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python tools/source_venv.py dev
+	touch $@
+
+# An sdist and an abi3 manylinux2014 wheel (glibc 2.17+, x86_64) in dist/: the native module
+# (native/, Rust: librdkafka, OpenSSL and libcurl built from source and linked in) compiled
+# with zig against glibc 2.17, so the wheel needs only the C library. tests/wheel checks it
+# with auditwheel and installs it into clean venvs (tools/version_matrix.py).
+dist: $(WHEEL_STAMP)
+
+$(WHEEL_STAMP): $(BUILD_STAMP) pyproject.toml README.md $(NATIVE_SOURCES) $(PACKAGE_SOURCES)
 	@command -v cargo >/dev/null 2>&1 && command -v cmake >/dev/null 2>&1 || { echo "Rust's cargo \
 	and cmake are needed to build the native Kafka module (native/): rustup.rs, apt-get install cmake"; \
 	exit 1; }
-	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q -U pip
-	$(VENV)/bin/pip install -q -e '.[dev]'
+	rm -f dist/*.whl dist/*.tar.gz
+	PATH="$(CURDIR)/$(BUILD_VENV)/bin:$$PATH" $(BUILD_VENV)/bin/maturin build --quiet --release \
+	  --zig --compatibility manylinux2014 --interpreter $(BUILD_VENV)/bin/python --out dist
+	$(BUILD_VENV)/bin/maturin sdist --out dist
 	touch $@
+
+$(BUILD_STAMP):
+	test -x $(BUILD_VENV)/bin/python || $(PYTHON) -m venv $(BUILD_VENV)
+	$(BUILD_VENV)/bin/pip install -q -U pip 'maturin==1.16.0' 'ziglang==0.17.1'
+	touch $@
+
+# Every cell of the version matrix (Python x PySpark x Airflow; tools/version_matrix.py): the
+# wheel in a clean venv per cell, with no build tool on PATH, against a local broker.
+matrix: $(STAMP)
+	$(VENV)/bin/python tools/version_matrix.py --cells all
 
 tables-setup: $(STAMP) $(TABLES_STAMP)
 
-# Installs no part of the package (tools/tables_venv.py): it can run while $(STAMP) builds.
-$(TABLES_STAMP): pyproject.toml tools/tables_venv.py
+# Installs no part of the package (tools/source_venv.py): it can run while $(STAMP) builds.
+$(TABLES_STAMP): pyproject.toml tools/source_venv.py
 	test -x $(TABLES_VENV)/bin/python || $(PYTHON) -m venv $(TABLES_VENV)
-	$(TABLES_VENV)/bin/python tools/tables_venv.py
+	$(TABLES_VENV)/bin/python tools/source_venv.py tables
 	touch $@
 
 # Debian's chromium, which Playwright drives in tests/deployed/test_ui_trigger_form.py (never a
@@ -46,13 +84,14 @@ browser:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
-# The set-up at once (the Rust build is CPU, the rest mostly downloads): .venv with the native
-# module, .venv-tables and the browser. Then two lanes at once (tools/test_lanes.py): .venv's
+# The set-up at once (the wheel's Rust build is CPU, the rest mostly downloads): .venv's
+# dependencies, the wheel (then its native module into the source tree), .venv-tables and the
+# browser. Then two lanes at once (tools/test_lanes.py): .venv's
 # pytest of everything but tests/deployed; and tests/deployed, then .venv-tables' pytest of
 # tests/tables. Every step runs; the target fails when any did. (.venv's runs leave
 # tests/tables out: tests/conftest.py says so in its header.)
 test:
-	$(MAKE) --no-print-directory -j3 $(STAMP) $(TABLES_STAMP) browser
+	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser
 	$(VENV)/bin/python tools/test_lanes.py
 
 lint: setup
@@ -66,4 +105,4 @@ airflow: setup
 	$(VENV)/bin/python scripts/airflow-local start
 
 clean:
-	rm -rf $(VENV) $(TABLES_VENV) .cache
+	rm -rf $(VENV) $(TABLES_VENV) $(BUILD_VENV) dist .cache

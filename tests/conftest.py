@@ -20,7 +20,7 @@ import pytest
 
 from tools.local_broker import local_broker
 from tools.local_registry import local_registry
-from tools.tables_venv import PYSPARK as TABLES_PYSPARK
+from tools.source_venv import TABLES_PYSPARK
 
 # The shared helpers (tests/support) fail with pytest's detailed assertion messages, like the
 # conftests and test modules they came from. (Before any of them is imported.)
@@ -52,7 +52,7 @@ pytest_plugins = ["tests.support.dag_runs"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The `tables` tier (tests/tables) needs the PySpark of tools/tables_venv.py (Spark 4.1: Iceberg
+# The `tables` tier (tests/tables) needs the PySpark of tools/source_venv.py (Spark 4.1: Iceberg
 # and Delta publish no runtime for newer Spark); it runs under .venv-tables. Elsewhere it is not
 # collected, the header says so, and naming it on the command line is an error.
 TABLES_TIER = ROOT / "tests" / "tables"

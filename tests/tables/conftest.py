@@ -2,7 +2,7 @@
 
 It runs under ``.venv-tables`` (``make tables-setup``; ``make test`` runs it beside the main
 suite): PySpark of the Spark line Iceberg and Delta publish runtimes for (4.1, see
-``tools/tables_venv.py``) and the jars of ``tools/tables/pom.xml`` (Iceberg's Spark runtime,
+``tools/source_venv.py``) and the jars of ``tools/tables/pom.xml`` (Iceberg's Spark runtime,
 Delta, the PostgreSQL JDBC driver), fetched once into ``.cache/tables/jars``. Under ``.venv``'s
 newer PySpark the root conftest leaves this folder out and says so in pytest's header.
 
