@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
+import sys
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -61,7 +62,7 @@ def test_packed_environment_on_the_standalone_cluster(
                      conf=packed_executor_env.conf, cwd=packed_executor_env.folder)
 
     # the imports came from the unpacked archive, in executors of both workers
-    site = Path("lib", "python3.11", "site-packages")
+    site = Path("lib", f"python{sys.version_info.major}.{sys.version_info.minor}", "site-packages")
     workers = set()
     for task in result["provenance"]:
         cwd = Path(task["cwd"])
