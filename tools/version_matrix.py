@@ -220,18 +220,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="keep each cell's venv (reused by the next run)")
     args = parser.parse_args(argv)
     cells, wheel = select(args.cells), (args.wheel or newest_wheel()).resolve()
-    results = []
+    results: list[dict[str, Any]] = []
+    MATRIX_DIR.mkdir(parents=True, exist_ok=True)
     with local_broker(args.bootstrap_servers) as bootstrap:
         for cell in cells:
             result = run_cell(cell, wheel, bootstrap, keep=args.keep)
             results.append(result)
             outcome = "ok" if result["ok"] else "FAILED"
-            print(f"{cell.name:32} {outcome:7} {result['seconds']:7.1f} s", flush=True)
+            print(f"{cell.name:36} {outcome:7} {result['seconds']:7.1f} s", flush=True)
             if not result["ok"]:
                 print(result["error"], file=sys.stderr)
-    MATRIX_DIR.mkdir(parents=True, exist_ok=True)
-    (MATRIX_DIR / "results.json").write_text(json.dumps(
-        {"wheel": wheel.name, "cells": results}, indent=2) + "\n")
+            (MATRIX_DIR / "results.json").write_text(json.dumps(  # after each cell
+                {"wheel": wheel.name, "cells": results}, indent=2) + "\n")
     failed = [r["name"] for r in results if not r["ok"]]
     print(f"{len(results) - len(failed)} of {len(results)} cells passed"
           + (f"; failed: {', '.join(failed)}" if failed else ""))
