@@ -72,6 +72,11 @@ def test_sigkilled_plain_writer_rerun_leaves_each_row_exactly_once(
     assert "between task commits" in {p.phase for p in points}, _report(points)
 
 
+# Four Spark driver processes (an uninterrupted write, then SPARK_KILL_POINTS killed ones), each
+# followed by a rerun in this session: it ran past pytest's 300 s once at load 10-13 (the
+# plain-writer series, without Spark drivers, took 150 s there). The timeout is for that work,
+# never a retry.
+@pytest.mark.timeout(600)
 def test_sigkilled_spark_driver_rerun_leaves_each_row_exactly_once(
     spark: Any, kafka_config: dict[str, Any], new_topic: Any
 ) -> None:
