@@ -125,10 +125,10 @@ def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subsc
     late.update(not_idle)
     if late:
         return Check(False, waiting_for=(
-            f"{len(late)} of {len(stops)} partition(s) not complete up to {_iso(end_ms)}: "
+            f"{len(late)} of {len(stops)} partition(s) not complete up to {iso_millis(end_ms)}: "
             + "; ".join(f"{t}/{p} {why}" for (t, p), why in sorted(late.items())[:20])
         ))
-    return Check(True, {"end": _iso(end_ms), "idle": [[t, p] for t, p in idle]})
+    return Check(True, {"end": iso_millis(end_ms), "idle": [[t, p] for t, p in idle]})
 
 
 def late_partitions(newest: Mapping[Key, int | None], end_ms: int, idle_timeout: float | None,
@@ -152,10 +152,11 @@ def late_partitions(newest: Mapping[Key, int | None], end_ms: int, idle_timeout:
         elif ts < 0:
             late[key] = "has no record yet"
         else:
-            late[key] = f"newest record at {_iso(ts)}"
+            late[key] = f"newest record at {iso_millis(ts)}"
     return late, idle
 
 
-def _iso(millis: int) -> str:
+def iso_millis(millis: int) -> str:
+    """``millis`` (epoch, UTC) as ISO-8601 with milliseconds and ``Z``."""
     moment = datetime.fromtimestamp(millis / 1000, tz=UTC)
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")

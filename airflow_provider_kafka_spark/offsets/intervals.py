@@ -49,6 +49,7 @@ from typing import Any
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, InternalTopicError
 from airflow_provider_kafka_spark.offsets.cluster import Key, admin_client
+from airflow_provider_kafka_spark.offsets.completeness import iso_millis
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     durable_producer,
     ensure_compacted_topic,
@@ -80,12 +81,6 @@ _PAYLOAD_VERSION = 1
 _POSITION_VERSION = 1
 _CLAIM_VERSION = 1
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def iso_millis(millis: int) -> str:
-    """``millis`` (epoch, UTC) as ISO-8601 with milliseconds and ``Z``."""
-    moment = _EPOCH + timedelta(milliseconds=millis)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 @dataclass(frozen=True, order=True)
