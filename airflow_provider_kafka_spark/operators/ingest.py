@@ -7,7 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from airflow_provider_kafka_spark.options import (
     check_data_source_name,
     check_mapping,
     check_positive_int,
+    check_seconds,
     check_text,
     check_topic_name,
     check_writer_options,
@@ -201,6 +202,10 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         resolve task's ``table`` start spec looks for); default ``<dag_id>.<task_id>``.
     :param table_schema_evolution: add the output's columns the table lacks (default False:
         such a column fails the task before the read).
+    :param progress_every: while the write runs, log every this many seconds (a number or a
+        ``timedelta``; default 30) how far it is: records read of the slice's size, the rate,
+        the time left and the Spark UI's address; None or 0: never. A write shorter than that
+        logs nothing extra (README, "Observability").
     """
 
     template_fields: Sequence[str] = ("ranges", "output_path", "output_format", "output_topic",
@@ -240,6 +245,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         table_format: str | None = None,
         table_application: str | None = None,
         table_schema_evolution: bool = False,
+        progress_every: float | timedelta | None = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -285,6 +291,10 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         self.table_format = table_format
         self.table_application = table_application
         self.table_schema_evolution = table_schema_evolution
+        self.progress_every = None if progress_every == 0 and not isinstance(
+            progress_every, bool) else check_seconds(
+                self.task_id, "progress_every", progress_every, allow_none=True, example=30,
+                meaning="how often a long write logs its progress")
         self.check_arguments(rendered=False)
         if self.has_dag():
             from airflow.sdk import AssetAlias
@@ -458,7 +468,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
             on_corrupt=self.on_corrupt,  # type: ignore[arg-type]
             manifest={"dag_id": self.dag_id, "task_id": self.task_id,
                       "run_id": context["run_id"]},
-            owner=self.task_id,
+            owner=self.task_id, progress_every=self.progress_every,
         )
         stats = result.to_dict()
         output = stats["output"]

@@ -108,7 +108,18 @@ INGEST_CASES = [
     (FILES, "spark_conn_id", "", "pass an Airflow connection id"),
     (FILES, "spark_conf", ["spark.a=1"], "pass a dict of Spark conf"),
     (FILES, "kafka_conn_id", "", "pass an Airflow connection id"),
+    (FILES, "progress_every", -1, SECONDS),
+    (FILES, "progress_every", "30", "is not a number"),
+    (FILES, "progress_every", False, "is a bool, not a number"),
+    (FILES, "progress_every", float("inf"), "is not a positive, finite duration"),
 ]
+
+
+@pytest.mark.parametrize(("value", "kept"), [(30, 30.0), (0.5, 0.5), (timedelta(minutes=1), 60.0),
+                                             (0, None), (None, None)])
+def test_ingest_keeps_progress_every_as_seconds_or_none(value: Any, kept: float | None) -> None:
+    assert KafkaSparkIngestOperator(**FILES, progress_every=value).progress_every == kept
+    assert KafkaSparkIngestOperator(**FILES).progress_every == 30.0
 
 
 @pytest.mark.parametrize(("base", "name", "value", "fragment"), INGEST_CASES)
