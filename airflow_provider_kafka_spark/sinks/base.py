@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -37,6 +37,15 @@ class Sink(ABC):
     :class:`~airflow_provider_kafka_spark.spark.ingest.SinkProtocol`, what
     :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` takes.
     """
+
+    stages_write: ClassVar[bool] = False
+    """True when nothing :meth:`write` does is visible before :meth:`commit` (the file sink's
+    staging folder): ``ingest`` then finds corrupt records (``on_corrupt="fail"``) in the
+    write's own pass; otherwise in a read before the write."""
+
+    writes_in_commit: ClassVar[bool] = False
+    """True when :meth:`commit` writes the records (a table's one commit): ``ingest`` knows
+    the statistics after the commit; the manifest it passes holds the ranges but no counts."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

@@ -17,24 +17,33 @@ metrics and lineage):
 2. On the driver, before the read: decode (``decode``) and transform (``transform`` or
    ``sql`` over the view ``kafka``) an empty DataFrame with the records' columns, and hand the
    result's schema to ``sink.prepare``. A bad transform, query, format or sink fails here.
-3. Read the ranges (``read_kafka``, cached: the statistics and the write read Kafka once),
-   count them per partition (``summarize``), decode and apply ``on_corrupt`` before anything
-   is written, transform, ``sink.write``.
+3. One pass: read the ranges (``read_kafka``), decode, transform and ``sink.write``; each
+   record is read from Kafka once and never cached. The statistics are gathered in that
+   pass: per partition by the readers (:class:`ReadSummary`), the decode counts and the first
+   corrupt record by ``DataFrame.observe``. Where they cannot be (Spark Connect,
+   ``engine="spark-kafka"``, a transform that stops reading early), a second read counts them.
+   ``on_corrupt="fail"``: a sink whose write stays invisible until its commit
+   (``stages_write``: files) fails after its write, before the commit; any other sink gets
+   the check in a read of its own before the write. ``on_corrupt="dead_letter"`` caches the
+   decoded slice (two outputs, two Spark jobs).
 4. ``sink.commit`` with the manifest: the ranges and the statistics (what it returns
-   completes the output's description: a table sink's commit). After any failure in steps
-   2-4, ``sink.abort`` instead.
+   completes the output's description: a table sink's commit, which is also its write
+   (``writes_in_commit``): its statistics are known after it). After any failure in steps
+   2-4, ``sink.abort`` instead. A long write logs its progress (``progress_every``).
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
 from airflow_provider_kafka_spark.errors import (
@@ -61,6 +70,7 @@ from airflow_provider_kafka_spark.options import (
 )
 from airflow_provider_kafka_spark.spark.formats import Subject, frozen_config, resolve_schema
 from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts, IngestResult
+from airflow_provider_kafka_spark.spark.progress import report_progress
 from airflow_provider_kafka_spark.spark.read.decode import (
     DEAD_LETTER_COLUMNS,
     Format,
@@ -68,11 +78,14 @@ from airflow_provider_kafka_spark.spark.read.decode import (
     Schema,
     decode_kafka,
 )
+from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder, land_kafka
 from airflow_provider_kafka_spark.spark.read.reader import LostOffsets, read_kafka
-from airflow_provider_kafka_spark.spark.read.summary import summarize
+from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, ReadSummary, summarize
 from airflow_provider_kafka_spark.spark.schema import kafka_schema, same_columns, spark_compares
 
 __all__ = ["SQL_VIEW", "Decoding", "SinkProtocol", "ingest"]
+
+log = logging.getLogger(__name__)
 
 Transform = Callable[[DataFrame], DataFrame]
 
@@ -140,6 +153,7 @@ def ingest(
     on_corrupt: OnCorrupt = "fail",
     manifest: Mapping[str, Any] | None = None,
     owner: str = "ingest",
+    progress_every: float | None = 30.0,
 ) -> IngestResult:
     """Read ``ranges`` with ``read_kafka``, decode, transform and write them to ``sink``; the
     statistics. The steps are in the module docs; every argument is checked before anything is
@@ -168,6 +182,9 @@ def ingest(
             the ``ranges`` and the statistics (the operator's ``dag_id``, ``task_id``,
             ``run_id``).
         owner: the name error messages start with (the operator's task id).
+        progress_every: while the write runs, log every this many seconds how far it is
+            (records read of the slice's size, rate, time left, the Spark UI); None or 0:
+            never. A write shorter than that logs nothing extra.
 
     Raises:
         ConfigurationError: a bad argument, a transform that fails or does not return a
@@ -181,7 +198,8 @@ def ingest(
     offset_ranges = _check_arguments(
         owner, spark, ranges, sink, engine=engine, max_records_per_split=max_records_per_split,
         include_headers=include_headers, on_data_loss=on_data_loss, decode=decode,
-        transform=transform, sql=sql, on_corrupt=on_corrupt, manifest=manifest)
+        transform=transform, sql=sql, on_corrupt=on_corrupt, manifest=manifest,
+        progress_every=progress_every)
     if offset_ranges.is_empty():
         return IngestResult.of(offset_ranges, sink.describe())
     transformation = _Transformation(spark, owner, transform, sql)
@@ -189,44 +207,113 @@ def ingest(
     empty = spark.createDataFrame([], kafka_schema(include_headers))
     decoding = _decoding(owner, decode, offset_ranges)
     shaped = transformation.apply(_good(decoding(empty)) if decoding else empty, checking=True)
-    try:
-        sink.prepare(spark, shaped)
-        lost = LostOffsets()
-        records = read_kafka(
+
+    def read(**counters: Any) -> DataFrame:
+        return read_kafka(
             spark, offset_ranges, kafka_config, isolation_level=offset_ranges.isolation_level,
             max_records_per_split=max_records_per_split, engine=engine,
-            include_headers=include_headers, on_data_loss=on_data_loss, lost=lost,
-        ).persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            with kafka_errors():
-                summaries = summarize(records)
-            good, dead_letters, counts = records, None, None
-            if decoding:
-                good, dead_letters, counts = _split(decoding(records), on_corrupt, owner)
-            output = sink.write(transformation.apply(good, checking=False), dead_letters)
-            if counts is not None and "dead_letter" in output:
-                output = {**output, "dead_letter": {**output["dead_letter"],
-                                                    "records": counts.dead_lettered}}
-            result = IngestResult.of(offset_ranges, output, summaries=summaries,
-                                     lost=lost.by_partition(), decode=counts,
-                                     seconds=time.monotonic() - began)
+            include_headers=include_headers, on_data_loss=on_data_loss, **counters)
+
+    def marked() -> DataFrame:  # the decoded slice again, in a read of its own
+        assert decoding is not None
+        return decoding(read())
+
+    stages = bool(getattr(sink, "stages_write", False))
+    in_commit = bool(getattr(sink, "writes_in_commit", False))
+    decoded: _Decoded | None = None
+    try:
+        sink.prepare(spark, shaped)
+        lost, summary = LostOffsets(), ReadSummary()
+        folder = (_parquet_folder(sink) if engine == "python" and decoding is None
+                  and transformation.is_identity() else None)
+        with report_progress(spark, offset_ranges, owner=owner, every=progress_every):
+            if folder is not None:  # the readers write the files themselves
+                with kafka_errors():
+                    landing = land_kafka(read(lost=lost, landing=folder))
+                assert isinstance(sink, ParquetFilesSink)
+                output = sink.adopt(landing.files())
+                summaries: list[PartitionSummary] | None = landing.summaries()
+            else:
+                records = read(lost=lost, summary=summary)
+                good, dead_letters = records, None
+                if decoding:
+                    decoded = _Decoded(decoding(records), on_corrupt, owner)
+                    if on_corrupt == "fail" and not stages:  # nothing of it may be visible
+                        decoded.check(marked)
+                    good, dead_letters = decoded.good, decoded.dead_letters
+                output = sink.write(transformation.apply(good, checking=False), dead_letters)
+                summaries = None
+                if not in_commit:
+                    if decoded is not None:  # a staged write: corrupt records fail it here
+                        decoded.check(marked)
+                    summaries = _summaries(summary, read)
+            counts = None if decoded is None or in_commit else decoded.counts(marked)
+            result = _result(offset_ranges, output, summaries, lost, counts, began)
             committed = sink.commit({"version": 1, **(manifest or {}),
                                      "written_at": datetime.now(UTC).isoformat(),
                                      "ranges": offset_ranges.to_dict(), **result.to_dict()})
-            if committed:  # what the commit adds to the output's description (table sinks)
-                result = replace(result, output={**result.output, **committed})
-        finally:
-            records.unpersist()
+            if in_commit:  # the sink read the records in its commit
+                counts = None if decoded is None else decoded.counts(marked)
+                result = _result(offset_ranges, output, _summaries(summary, read), lost, counts,
+                                 began)
+        if committed:  # what the commit adds to the output's description (table sinks)
+            result = replace(result, output={**result.output, **committed})
     except BaseException:
         sink.abort()
         raise
+    finally:
+        if decoded is not None:
+            decoded.release()
     return result
+
+
+@runtime_checkable
+class ParquetFilesSink(Protocol):
+    """A sink that can take Parquet files the readers wrote themselves (the file sink)."""
+
+    def parquet_folder(self) -> ParquetFolder | None:
+        """After ``prepare``: the local folder to write them into, or None (Spark writes)."""
+
+    def adopt(self, names: Sequence[str]) -> dict[str, Any]:
+        """Instead of ``write``: keep these files of the folder; the output's description."""
+
+
+def _parquet_folder(sink: SinkProtocol) -> ParquetFolder | None:
+    """Where the readers may write the records as Parquet themselves, if ``sink`` takes that."""
+    if not isinstance(sink, ParquetFilesSink):
+        return None
+    found = sink.parquet_folder()
+    return found if isinstance(found, ParquetFolder) else None
+
+
+def _summaries(summary: ReadSummary, read: Callable[[], DataFrame]) -> list[PartitionSummary]:
+    """The per-partition statistics the readers gathered in the write's pass; when they could
+    not (Spark Connect, ``engine="spark-kafka"``, a transform that stopped reading early), one
+    aggregation job over a second read of the ranges."""
+    summaries = summary.partitions()
+    if summaries is None:
+        log.info("The readers could not count the slice in the write's pass; counting it in "
+                 "a second read.")
+        with kafka_errors():
+            summaries = summarize(read())
+    return summaries
+
+
+def _result(ranges: OffsetRanges, output: Mapping[str, Any],
+            summaries: list[PartitionSummary] | None, lost: LostOffsets,
+            counts: DecodeCounts | None, began: float) -> IngestResult:
+    if counts is not None and "dead_letter" in output:
+        output = {**output, "dead_letter": {**output["dead_letter"],
+                                            "records": counts.dead_lettered}}
+    return IngestResult.of(ranges, output, summaries=summaries or (),
+                           lost=lost.by_partition(), decode=counts,
+                           seconds=time.monotonic() - began)
 
 
 def _check_arguments(owner: str, spark: Any, ranges: Any, sink: Any, *, engine: Any,
                      max_records_per_split: Any, include_headers: Any, on_data_loss: Any,
                      decode: Any, transform: Any, sql: Any, on_corrupt: Any,
-                     manifest: Any) -> OffsetRanges:
+                     manifest: Any, progress_every: Any) -> OffsetRanges:
     """The parsed ranges, once every argument is checked (no Spark action, no cluster call)."""
     if not isinstance(owner, str) or not owner.strip():
         raise ConfigurationError(f"owner={shown(owner)} is not valid; pass the name error "
@@ -264,6 +351,10 @@ def _check_arguments(owner: str, spark: Any, ranges: Any, sink: Any, *, engine: 
                            "it applies to decoded records; pass decode=Decoding(...), or "
                            "remove it", problem="does not apply without decoding")
     check_mapping(owner, "manifest", manifest, meaning="JSON-ready manifest fields")
+    if progress_every is not None and (isinstance(progress_every, bool) or not isinstance(
+            progress_every, int | float) or not 0 <= progress_every < float("inf")):
+        raise bad_argument(owner, "progress_every", progress_every,
+                           "pass the seconds between progress lines (e.g. 30), or None for none")
     return offset_ranges
 
 
@@ -298,39 +389,105 @@ def _decoding(owner: str, decoding: Decoding | None,
     return lambda df: decode_kafka(df, **options)
 
 
-def _split(marked: DataFrame, on_corrupt: str,
-           owner: str) -> tuple[DataFrame, DataFrame | None, DecodeCounts]:
-    """(decoded records, dead letters or None, counts) of ``marked`` (``decode_kafka``'s
-    ``dead_letter`` output), after applying ``on_corrupt``.
+class _Decoded:
+    """A decoded slice (``decode_kafka``'s ``dead_letter`` output) after ``on_corrupt``: the
+    records to write (``good``), the dead letters or None, and the counts.
 
-    Raises:
-        CorruptRecordError: ``on_corrupt="fail"`` and a record could not be decoded.
+    With ``skip`` and ``fail`` the counts and the first corrupt record are observed in the
+    pass that writes the records (``DataFrame.observe``), with no job of their own.
+    ``dead_letter`` hands the sink two outputs of one slice, which Spark writes in two jobs:
+    the marked slice is cached and counted first (a slice without corrupt records then has no
+    dead-letter output).
     """
-    marked = marked.persist(StorageLevel.MEMORY_AND_DISK)
-    bad = F.col("decode_error").isNotNull()
-    with kafka_errors():
-        counts = marked.agg(F.count_if(~bad).alias("good"), F.count_if(bad).alias("bad")).first()
-    assert counts is not None
-    good, corrupt = int(counts["good"]), int(counts["bad"])
-    if corrupt and on_corrupt == "fail":
-        first = marked.where(bad).orderBy("topic", "partition", "offset").first()
-        assert first is not None
-        raise CorruptRecordError(
-            f"{owner}: {corrupt} record(s) could not be decoded; the first is "
-            f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
-            f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
-            "schema, or pass on_corrupt='skip' or 'dead_letter'.",
-            topic=first["topic"], partition=first["partition"], offset=first["offset"])
-    dead_letters = None
-    if corrupt and on_corrupt == "dead_letter":
-        kept = [c for c in ("topic", "partition", "offset", "timestamp", "headers")
-                if c in marked.columns]
-        dead_letters = marked.where(bad).select(
-            F.col("raw_key").alias("key"), F.col("raw_value").alias("value"), *kept,
-            F.col("decode_error").alias("error"))
-    return _good(marked), dead_letters, DecodeCounts(
-        decoded=good, skipped=corrupt if on_corrupt == "skip" else 0,
-        dead_lettered=corrupt if dead_letters is not None else 0)
+
+    def __init__(self, marked: DataFrame, on_corrupt: str, owner: str) -> None:
+        self.on_corrupt, self.owner = on_corrupt, owner
+        self._row: dict[str, Any] | None = None
+        self._cached: DataFrame | None = None
+        self.dead_letters: DataFrame | None = None
+        if on_corrupt == "dead_letter":
+            self._cached = marked.persist(StorageLevel.MEMORY_AND_DISK)
+            self._row = self._aggregate(self._cached)
+            marked = self._cached
+            if self._row["bad"]:
+                kept = [c for c in ("topic", "partition", "offset", "timestamp", "headers")
+                        if c in marked.columns]
+                self.dead_letters = marked.where(_bad()).select(
+                    F.col("raw_key").alias("key"), F.col("raw_value").alias("value"), *kept,
+                    F.col("decode_error").alias("error"))
+            self._observation = None
+        else:
+            self._observation = Observation(f"kafka_spark_decode_{uuid.uuid4().hex}")
+            marked = marked.observe(self._observation, *_counts())
+        self.good = _good(marked)
+
+    def check(self, marked: Callable[[], DataFrame]) -> None:
+        """With ``on_corrupt="fail"``, raise :class:`CorruptRecordError` when a record could not
+        be decoded: from what the write's pass observed, else from an aggregation job over
+        ``marked()`` (a second read: before the write, for a sink whose write is visible)."""
+        if self.on_corrupt != "fail":
+            return
+        row = self._counted(marked)
+        first = row["first"]
+        if row["bad"]:
+            raise CorruptRecordError(
+                f"{self.owner}: {row['bad']} record(s) could not be decoded; the first is "
+                f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
+                f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
+                "schema, or pass on_corrupt='skip' or 'dead_letter'.",
+                topic=first["topic"], partition=first["partition"], offset=first["offset"])
+
+    def counts(self, marked: Callable[[], DataFrame]) -> DecodeCounts:
+        """The counts, once the records were written (see :meth:`check` for ``marked``)."""
+        row = self._counted(marked)
+        good, corrupt = int(row["rows"]) - int(row["bad"]), int(row["bad"])
+        return DecodeCounts(decoded=good, skipped=corrupt if self.on_corrupt == "skip" else 0,
+                            dead_lettered=corrupt if self.dead_letters is not None else 0)
+
+    def release(self) -> None:
+        """Drop the cached slice (``dead_letter``)."""
+        if self._cached is not None:
+            self._cached.unpersist()
+
+    def _counted(self, marked: Callable[[], DataFrame]) -> dict[str, Any]:
+        if self._row is None:
+            self._row = _observed(self._observation) if self._observation else None
+        if self._row is None:
+            log.info("Counting the decoded records in a job of their own.")
+            self._row = self._aggregate(marked())
+        return self._row
+
+    @staticmethod
+    def _aggregate(marked: DataFrame) -> dict[str, Any]:
+        with kafka_errors():
+            row = marked.agg(*_counts()).first()
+        assert row is not None
+        return row.asDict(recursive=False)
+
+
+def _bad() -> Column:
+    return F.col("decode_error").isNotNull()
+
+
+def _counts() -> tuple[Column, ...]:
+    """What a decoded slice's pass observes: its rows, the corrupt ones, the first of those."""
+    return (F.count(F.lit(1)).alias("rows"), F.count_if(_bad()).alias("bad"),
+            F.min(F.when(_bad(), F.struct("topic", "partition", "offset", "decode_error")))
+            .alias("first"))
+
+
+def _observed(observation: Observation) -> dict[str, Any] | None:
+    """What ``observation`` saw, or None when the plan that carried it has not run (a
+    transform that did not read it, or a sink that has not written yet)."""
+    from pyspark.errors import PySparkAssertionError
+
+    java = getattr(observation, "_jo", None)  # a classic session's; Spark Connect has none
+    if java is not None and not java.future().isCompleted():
+        return None
+    try:
+        return dict(observation.get)
+    except PySparkAssertionError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -341,6 +498,10 @@ class _Transformation:
     owner: str
     transform: Transform | None
     sql: str | None
+
+    def is_identity(self) -> bool:
+        """Whether the records are written as read (no ``transform``, no ``sql``)."""
+        return self.transform is None and not self.sql
 
     def apply(self, records: DataFrame, *, checking: bool) -> DataFrame:
         """``records`` through ``transform`` or ``sql``. With ``checking`` (``records`` is

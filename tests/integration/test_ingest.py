@@ -7,11 +7,13 @@ from __future__ import annotations
 import importlib
 import json
 import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, KafkaSparkError
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
@@ -22,9 +24,11 @@ from airflow_provider_kafka_spark.spark import (
     IngestResult,
     PartitionStats,
     ingest,
+    kafka_schema,
+    read_kafka,
     spark_session,
 )
-from tools.kafka_records import produce
+from tools.kafka_records import produce, transactional_producer, wait_for_markers
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -137,6 +141,171 @@ def test_empty_ranges_read_and_write_nothing(spark: Any, kafka_config: dict[str,
                    "manifest": f"{out}/{MANIFEST_NAME}"},
         "seconds": 0.0, "records_per_second": 0.0, "bytes_per_second": 0.0}
     assert not out.exists()
+
+
+def _stages_of(spark: Any, group: str) -> list[Any]:
+    tracker = spark.sparkContext.statusTracker()
+    stages = []
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        stages += [tracker.getStageInfo(s) for s in job.stageIds]
+    return [s for s in stages if s is not None]
+
+
+def _read_once(spark: Any, run: Any, splits: int) -> Any:
+    """``run()``'s result, asserting that one Spark stage read the slice (``splits`` tasks):
+    no stage over a cached copy, no statistics job over the records."""
+    group = f"one-pass-{time.monotonic_ns()}"
+    spark.sparkContext.setJobGroup(group, "one pass")
+    try:
+        result = run()
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+    reading = [s.numTasks for s in _stages_of(spark, group) if s.numTasks == splits]
+    assert reading == [splits], [(s.name, s.numTasks) for s in _stages_of(spark, group)]
+    return result
+
+
+def test_one_pass_gives_exact_statistics(spark: Any, kafka_config: dict[str, Any],
+                                         new_topic: Any, tmp_path: Path) -> None:
+    """Each record is read once (one stage of the splits, no cache, no statistics job), and
+    the statistics gathered in that pass are exact, split by split and partition by
+    partition, also across a split that a transaction marker ends."""
+    topic = new_topic(partitions=2)
+    ms = int(time.time() * 1000) - 60_000
+    produce(kafka_config, topic, [(i % 2, f"k{i}".encode(), b"v" * (i % 7), ms + i)
+                                  for i in range(40)])
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    out = str(tmp_path / "one-pass")
+
+    result = _read_once(spark, lambda: ingest(spark, ranges, kafka_config, FileSink(out),
+                                              max_records_per_split=7), splits=6)
+
+    assert spark.read.parquet(out).count() == 40
+    expected = []
+    for p in (0, 1):
+        items = [i for i in range(40) if i % 2 == p]
+        expected.append(PartitionStats(
+            topic, p, 0, 20, records=20,
+            bytes=sum(len(f"k{i}") + i % 7 for i in items), lost=0, lag=0, first_offset=0,
+            last_offset=19, min_timestamp=utc(ms + items[0]), max_timestamp=utc(ms + items[-1])))
+    assert result.partitions == tuple(expected)
+    manifest = json.loads((Path(out) / MANIFEST_NAME).read_text())
+    assert manifest["records"] == 40 and manifest["partitions"][1]["bytes"] == expected[1].bytes
+
+
+def test_a_transform_that_stops_reading_early_still_counts_the_slice(
+        spark: Any, kafka_config: dict[str, Any], orders: tuple[str, int],
+        tmp_path: Path) -> None:
+    """``limit`` leaves splits unread: the readers cannot count them, and a second read
+    does, so the statistics still describe the whole slice."""
+    topic, ms = orders
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    out = str(tmp_path / "limited")
+
+    result = ingest(spark, ranges, kafka_config, FileSink(out),
+                    transform=lambda df: df.orderBy("offset").limit(1))
+
+    assert spark.read.parquet(out).count() == 1
+    assert [(p.records, p.first_offset, p.last_offset) for p in result.partitions] == [
+        (3, 0, 2), (2, 0, 1)]
+    assert (result.records, result.bytes) == (5, 54)
+
+
+def test_decode_counts_are_observed_in_the_write_pass(
+        spark: Any, kafka_config: dict[str, Any], orders: tuple[str, int],
+        tmp_path: Path) -> None:
+    """``on_corrupt="skip"``: the decode counts come from the pass that writes (one stage)."""
+    topic, _ = orders
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    out = str(tmp_path / "skipped")
+
+    result = _read_once(spark, lambda: ingest(
+        spark, ranges, kafka_config, FileSink(out),
+        decode=Decoding(value_format="json", value_schema="id long"), on_corrupt="skip",
+        max_records_per_split=1), splits=5)
+
+    assert sorted(r["value"]["id"] for r in spark.read.parquet(out).collect()) == [0, 1, 2, 4]
+    assert result.decode == DecodeCounts(decoded=4, skipped=1, dead_lettered=0)
+    assert result.records == 5
+
+
+def test_a_corrupt_record_fails_a_staged_write_before_its_commit(
+        spark: Any, kafka_config: dict[str, Any], orders: tuple[str, int],
+        tmp_path: Path) -> None:
+    """``on_corrupt="fail"`` into files: found in the write's own pass, and the previous
+    output survives (the staging folder is dropped, never swapped in)."""
+    topic, _ = orders
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    out = tmp_path / "kept"
+    ingest(spark, ranges, kafka_config, FileSink(str(out)))
+    before = sorted(p.name for p in out.iterdir())
+
+    with pytest.raises(KafkaSparkError, match=rf"ingest: 1 record\(s\) could not be decoded; "
+                       rf"the first is {topic}/1 at offset 1: value is not JSON"):
+        ingest(spark, ranges, kafka_config, FileSink(str(out)),
+               decode=Decoding(value_format="json", value_schema="id long"))
+
+    assert sorted(p.name for p in out.iterdir()) == before
+    assert spark.read.parquet(str(out)).count() == 5
+    assert [p.name for p in tmp_path.iterdir()] == ["kept"]
+
+
+def test_readers_land_parquet_as_spark_would_write_it(
+        spark: Any, kafka_config: dict[str, Any], new_topic: Any, tmp_path: Path) -> None:
+    """No transform, Parquet on the local file system: the readers write the files themselves.
+    The output holds exactly the committed records, with headers, as ``read_kafka`` returns
+    them, in the codec asked for, and nothing a task did not report; a slice of aborted
+    records only lands as an empty output with the schema."""
+    topic = new_topic(partitions=2)
+    ms = int(time.time() * 1000) - 60_000
+    produce(kafka_config, topic, [(p, b"k%d" % i, b"v%d" % i, ms + i) for i in range(6)
+                                  for p in (0, 1)])
+    producer = transactional_producer(kafka_config)
+    producer.begin_transaction()
+    produce(kafka_config, topic, [(0, b"aborted", b"x", ms + 50)], producer=producer)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"v-committed", key=b"k", partition=1, timestamp=ms + 60,
+                     headers=[("h", b"1"), ("empty", None)])
+    producer.commit_transaction(30)
+    wait_for_markers(AdminClient(kafka_config), topic, 2)
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    out = tmp_path / "landed"
+
+    result = ingest(spark, ranges, kafka_config,
+                    FileSink(str(out), options={"compression": "zstd"}))
+
+    def rows(df: Any) -> Counter[Any]:
+        return Counter((r["topic"], r["partition"], r["offset"], bytes(r["key"]),
+                        bytes(r["value"]), r["timestamp"], r["timestampType"],
+                        tuple((h["key"], None if h["value"] is None else bytes(h["value"]))
+                              for h in r["headers"] or ())) for r in df.collect())
+
+    landed = spark.read.parquet(str(out))
+    assert rows(landed) == rows(read_kafka(spark, ranges, kafka_config))
+    assert [r["headers"] for r in landed.where("offset < 2").collect()] == \
+        [r["headers"] for r in read_kafka(spark, ranges, kafka_config).where("offset < 2").collect()]
+    assert sum(rows(landed).values()) == 13 == result.records
+    assert landed.schema.simpleString() == kafka_schema().simpleString()
+    data = sorted(p.name for p in out.iterdir() if p.name.startswith("part-"))
+    assert len(data) == 2 and all(n.endswith(".zstd.parquet") for n in data), data
+    assert [p.records for p in result.partitions] == [6, 7]
+
+    aborted = new_topic(partitions=1)
+    producer.begin_transaction()
+    produce(kafka_config, aborted, [(0, b"a", b"b", ms)], producer=producer)
+    producer.flush(30)
+    producer.abort_transaction(30)
+    wait_for_markers(AdminClient(kafka_config), aborted, 1)
+    empty_ranges = resolve_offsets(kafka_config, Subscription.topics([aborted]), "earliest",
+                                   "latest")
+    assert empty_ranges.total() == 2
+    nothing = ingest(spark, empty_ranges, kafka_config, FileSink(str(tmp_path / "none")))
+    assert nothing.records == 0
+    empty = spark.read.parquet(str(tmp_path / "none"))
+    assert empty.count() == 0 and empty.columns == kafka_schema().fieldNames()
 
 
 BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [

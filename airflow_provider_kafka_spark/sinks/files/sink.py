@@ -36,6 +36,8 @@ from airflow_provider_kafka_spark.sinks.files.swap import MANIFEST_NAME, STAGING
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+
 log = logging.getLogger(__name__)
 
 DEAD_LETTER_FOLDER = "_dead_letter"
@@ -70,6 +72,8 @@ class FileSink(Sink):
     :param partition_by: columns to partition the folder by.
     """
 
+    stages_write = True
+
     def __init__(self, path: str, *, format: str = "parquet",
                  options: Mapping[str, Any] | None = None,
                  partition_by: Sequence[str] = ()) -> None:
@@ -83,6 +87,8 @@ class FileSink(Sink):
         self._staged = False  # the staging folder exists (prepare succeeded, no commit yet)
         self._created: str | None = None  # the topmost parent folder prepare() created
         self._writes_to = ""  # the staging folder as Spark's writer is given it
+        self._codec = "snappy"  # the session's Parquet codec, unless options set one
+        self._connect = False  # prepared on a Spark Connect session
 
     def describe(self) -> dict[str, Any]:
         """``{"path", "format", "manifest"}``."""
@@ -102,7 +108,10 @@ class FileSink(Sink):
                 whose staging folder the executors do not see. Nothing is left behind.
         """
         token = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-        if is_connect_session(spark):
+        self._codec = str(self.options.get("compression") or spark.conf.get(
+            "spark.sql.parquet.compression.codec", "snappy")).lower()
+        self._connect = is_connect_session(spark)
+        if self._connect:
             target = connect_local_path(self.path)
             self._run = on_executor(spark)
             self._layout = Layout.of(target, posixpath.dirname(target),
@@ -153,6 +162,30 @@ class FileSink(Sink):
             return self.describe()
         return {**self.describe(), "dead_letter": {
             "path": f"{self.path.rstrip('/')}/{DEAD_LETTER_FOLDER}", "format": "parquet"}}
+
+    def parquet_folder(self) -> ParquetFolder | None:
+        """The staging folder, for the readers to write the records into as Parquet files
+        themselves (``ingest`` with nothing to decode or transform, then :meth:`adopt`), or
+        None when Spark's writer must write them: a format other than Parquet, options other
+        than ``compression``, ``partition_by``, a file system other than the local one, or a
+        Spark Connect session."""
+        from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS, ParquetFolder
+
+        self._require_prepared("parquet_folder")
+        local = not self._connect and self._writes_to.startswith("file:/")
+        if (self.format.lower() != "parquet" or self.partition_by or not local
+                or {k.lower() for k in self.options} - {"compression"}
+                or self._codec not in PARQUET_CODECS):
+            return None
+        return ParquetFolder(self._writes_to[len("file:"):], self._codec)
+
+    def adopt(self, names: Sequence[str]) -> dict[str, Any]:
+        """Instead of :meth:`write`: the readers wrote the files ``names`` into
+        :meth:`parquet_folder`; every other file there goes. The output's description."""
+        layout = self._require_prepared("adopt")
+        assert self._run is not None
+        self._run(swap.keep_only, layout, self.path, sorted(names))
+        return self.describe()
 
     def commit(self, manifest: Mapping[str, Any]) -> None:
         """Write ``manifest`` into the staging folder and swap the folder in for ``path``.

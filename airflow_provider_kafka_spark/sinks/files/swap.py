@@ -81,6 +81,21 @@ def check_staged(files: Files, notes: Notes, layout: Layout, path: str) -> None:
         )
 
 
+def keep_only(files: Files, notes: Notes, layout: Layout, path: str,
+              names: list[str]) -> None:
+    """Step 2 of a write by the readers themselves: the staging folder keeps the files
+    ``names`` (what the successful tasks reported) and a ``_SUCCESS`` mark; every other entry
+    (the empty write's file, files of failed or repeated tasks) is deleted. With no names,
+    the empty write's output stays: a folder with the output's schema and no rows."""
+    if not names:
+        return
+    kept = set(names)
+    for name in files.names(layout.staging):
+        if name not in kept:
+            files.delete(files.child(layout.staging, name), False)
+    files.write_text(files.child(layout.staging, "_SUCCESS"), "")
+
+
 def commit(files: Files, notes: Notes, layout: Layout, path: str, manifest: str) -> None:
     """Step 3: the manifest into the staging folder, then the swap, then the cleanup."""
     _write_manifest(files, layout, path, manifest)

@@ -78,6 +78,8 @@ class TableSink(Sink):
     format_name = ""
     """``iceberg`` or ``delta``."""
 
+    writes_in_commit = True
+
     def __init__(self, table: str, *, application: str, run: str, generation: int | str = 0,
                  schema_evolution: bool = False,
                  commit_properties: Mapping[str, str] | None = None,

@@ -23,6 +23,15 @@ Options (all strings, as Spark passes them):
     ``fail`` (default) or ``skip``.
 ``pollTimeout``
     Seconds a split may make no progress before it fails (default 60).
+``summaryAccumulator``
+    The id of a driver-side Spark accumulator with :class:`SplitSummaries` (optional): each
+    split read to its end adds its counts (records, offsets, timestamps, bytes), gathered as
+    its batches pass (``read_kafka(..., summary=ReadSummary())`` sets it).
+``landFolder``, ``landCompression``
+    Land the records instead of returning them: each task writes its split's batches into one
+    Parquet file of this local folder (with this codec, default ``snappy``) and returns one
+    row of :data:`~airflow_provider_kafka_spark.spark.read.landing.REPORT_SCHEMA`
+    (:mod:`~airflow_provider_kafka_spark.spark.read.landing`).
 ``lostOffsetsAccumulator``
     The id of a driver-side Spark accumulator with :class:`SplitLosses` (optional): with
     ``onDataLoss=skip`` each split adds the offsets it skipped, so the driver can count them
@@ -58,13 +67,22 @@ from airflow_provider_kafka_spark.offsets.config import (
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 from airflow_provider_kafka_spark.spark.native import SliceReader
+from airflow_provider_kafka_spark.spark.read.landing import (
+    PARQUET_CODECS,
+    REPORT_SCHEMA,
+    ParquetFolder,
+)
 from airflow_provider_kafka_spark.spark.read.splits import plan_splits
+from airflow_provider_kafka_spark.spark.read.summary import SplitKey, SplitSummaries, counted
 from airflow_provider_kafka_spark.spark.schema import kafka_schema, utc_arrow_schema
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "kafka_bounded"
 LOST_OFFSETS_OPTION = "lostOffsetsAccumulator"
+SUMMARY_OPTION = "summaryAccumulator"
+LAND_FOLDER_OPTION = "landFolder"
+LAND_COMPRESSION_OPTION = "landCompression"
 KAFKA_OPTION_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT = 60.0
 # Records per Arrow batch handed to Spark (at most; a batch ends when the consumer's queue is
@@ -117,6 +135,8 @@ class ReadOptions:
     on_data_loss: str
     poll_timeout: float
     lost_offsets_accumulator: int | None
+    summary_accumulator: int | None = None
+    landing: ParquetFolder | None = None
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -150,7 +170,22 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         lost_offsets_accumulator=_int_option(options, LOST_OFFSETS_OPTION,
                                              "pass an int (the id of a Spark accumulator)",
                                              minimum=0),
+        summary_accumulator=_int_option(options, SUMMARY_OPTION,
+                                        "pass an int (the id of a Spark accumulator)", minimum=0),
+        landing=_landing_option(options),
     )
+
+
+def _landing_option(options: Mapping[str, str]) -> ParquetFolder | None:
+    folder = options.get(LAND_FOLDER_OPTION)
+    if folder is None:
+        return None
+    if not folder.startswith("/"):
+        raise _bad_option(LAND_FOLDER_OPTION, folder, "pass an absolute local folder")
+    codec = options.get(LAND_COMPRESSION_OPTION, "snappy").lower()
+    if codec not in PARQUET_CODECS:
+        raise _bad_option(LAND_COMPRESSION_OPTION, codec, f"use one of {PARQUET_CODECS}")
+    return ParquetFolder(folder, codec)
 
 
 def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:
@@ -188,10 +223,6 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     return value.lower() == "true"
 
 
-SplitKey = tuple[str, int, int]
-"""``(topic, partition, split start)``: one split of a read."""
-
-
 class SplitLosses(AccumulatorParam[dict[SplitKey, int]]):
     """Accumulator values ``{(topic, partition, split start): offsets skipped}``.
 
@@ -210,11 +241,13 @@ class SplitLosses(AccumulatorParam[dict[SplitKey, int]]):
 
 
 class KafkaSplit(InputPartition):
-    """One Spark input partition: a contiguous ``[start, stop)`` slice of one Kafka partition."""
+    """One Spark input partition: a contiguous ``[start, stop)`` slice of one Kafka partition,
+    the ``index``-th of the read."""
 
-    def __init__(self, split: PartitionRange) -> None:
+    def __init__(self, split: PartitionRange, index: int = 0) -> None:
         super().__init__(split)
         self.split = split
+        self.index = index
 
 
 class KafkaBoundedDataSource(DataSource):
@@ -225,6 +258,8 @@ class KafkaBoundedDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
+        if LAND_FOLDER_OPTION in self.options:
+            return REPORT_SCHEMA
         return kafka_schema(_bool_option(self.options, "includeHeaders", True))
 
     def reader(self, schema: StructType) -> DataSourceReader:
@@ -240,21 +275,27 @@ class KafkaBoundedReader(DataSourceReader):
         self.kafka_config = checked.kafka_config
         self.isolation_level = checked.isolation_level
         self.max_records_per_split = checked.max_records_per_split
-        self.include_headers = "headers" in schema.fieldNames()
+        self.landing = checked.landing
+        self.include_headers = (checked.include_headers if self.landing
+                                else "headers" in schema.fieldNames())
         self.on_data_loss = checked.on_data_loss
         self.poll_timeout = checked.poll_timeout
-        self.schema = schema
+        self.schema = kafka_schema(self.include_headers) if self.landing else schema
         accumulator_id = checked.lost_offsets_accumulator
         # Pickled with the reader: each task registers it and Spark sends its adds back.
         self.lost_offsets = (Accumulator(accumulator_id, {}, SplitLosses())
                              if accumulator_id is not None else None)
+        summary_id = checked.summary_accumulator
+        self.summaries = (Accumulator(summary_id, {}, SplitSummaries())
+                          if summary_id is not None else None)
 
     def partitions(self) -> list[InputPartition]:
-        return [KafkaSplit(s) for s in plan_splits(self.ranges, self.max_records_per_split)]
+        return [KafkaSplit(s, i) for i, s in
+                enumerate(plan_splits(self.ranges, self.max_records_per_split))]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaSplit)
-        return read_split(
+        batches = read_split(
             partition.split,
             self.kafka_config,
             isolation_level=self.isolation_level,
@@ -265,6 +306,11 @@ class KafkaBoundedReader(DataSourceReader):
             on_skip=(None if self.lost_offsets is None
                      else functools.partial(self._count_skipped, partition.split)),
         )
+        if self.landing is not None:
+            return self.landing.write(partition.split, partition.index, batches)
+        if self.summaries is None:
+            return batches
+        return counted(batches, partition.split, self.summaries)
 
     def _count_skipped(self, split: PartitionRange, skipped: int) -> None:
         assert self.lost_offsets is not None

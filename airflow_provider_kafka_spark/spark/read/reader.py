@@ -38,17 +38,26 @@ from airflow_provider_kafka_spark.options import ENGINES, Engine
 from airflow_provider_kafka_spark.spark.read.datasource import (
     DEFAULT_POLL_TIMEOUT,
     FORMAT_NAME,
+    LAND_COMPRESSION_OPTION,
+    LAND_FOLDER_OPTION,
     LOST_OFFSETS_OPTION,
+    SUMMARY_OPTION,
     KafkaBoundedDataSource,
-    SplitKey,
     SplitLosses,
     kafka_options,
     read_options,
 )
 from airflow_provider_kafka_spark.spark.read.java_client import java_client_settings
+from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
 from airflow_provider_kafka_spark.spark.read.splits import (
     check_max_records_per_split,
     default_max_records_per_split,
+    plan_splits,
+)
+from airflow_provider_kafka_spark.spark.read.summary import (
+    ReadSummary,
+    SplitKey,
+    SplitSummaries,
 )
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 from airflow_provider_kafka_spark.spark.session import spark_kafka_package
@@ -118,6 +127,8 @@ def read_kafka(
     on_data_loss: Literal["fail", "skip"] = "fail",
     poll_timeout: float = DEFAULT_POLL_TIMEOUT,
     lost: LostOffsets | None = None,
+    summary: ReadSummary | None = None,
+    landing: ParquetFolder | None = None,
     timeout: float = 30.0,
 ) -> DataFrame:
     """A DataFrame of exactly the records in ``ranges``: offsets ``[start, stop)`` per partition.
@@ -150,6 +161,12 @@ def read_kafka(
         lost: a new :class:`LostOffsets` to count what ``on_data_loss="skip"`` skipped, per
             partition: at resolution, before the read (known when ``read_kafka`` returns) and
             during it (known once an action on the DataFrame has run).
+        summary: a new :class:`ReadSummary` to gather the per-partition statistics in the
+            pass that reads the records (``engine="python"`` on a classic session; see there).
+        landing: write the records as Parquet into this local folder in the readers
+            themselves (``engine="python"``), and return one row per split that reports its
+            file and counts instead of the records (:mod:`~airflow_provider_kafka_spark.
+            spark.read.landing`).
         timeout: seconds the driver waits for the cluster before the read (the log start
             offsets of the ranges); a positive, finite number.
 
@@ -185,6 +202,12 @@ def read_kafka(
     if lost is not None and not isinstance(lost, LostOffsets):
         raise ConfigurationError(f"lost={shown(lost)} is not a LostOffsets; pass a new "
                                  "LostOffsets() (or None).")
+    if landing is not None and (not isinstance(landing, ParquetFolder) or engine != "python"):
+        raise ConfigurationError(f"landing={shown(landing)} needs a ParquetFolder and "
+                                 "engine='python'.")
+    if summary is not None and not isinstance(summary, ReadSummary):
+        raise ConfigurationError(f"summary={shown(summary)} is not a ReadSummary; pass a new "
+                                 "ReadSummary() (or None).")
     poll_seconds = check_timeout(poll_timeout, "poll_timeout")
     seconds = check_timeout(timeout)
     context = getattr(spark, "_sc", None)  # a classic session's SparkContext; None on Connect
@@ -202,7 +225,10 @@ def read_kafka(
     if offset_ranges.is_empty():
         if lost is not None:
             lost._track(offset_ranges.lost, None)
-        return spark.createDataFrame([], kafka_schema(include_headers))
+        if summary is not None:
+            summary._track((), None)
+        return spark.createDataFrame([], REPORT_SCHEMA if landing else
+                                     kafka_schema(include_headers))
     if offset_ranges.isolation_level != level:
         log.warning("The ranges were resolved with %s but are read with %s; a read_committed "
                     "read of read_uncommitted ranges can wait on open transactions.",
@@ -231,6 +257,13 @@ def read_kafka(
     }
     if during_read is not None:
         options[LOST_OFFSETS_OPTION] = str(during_read.aid)
+    if landing is not None:
+        options[LAND_FOLDER_OPTION] = landing.path
+        options[LAND_COMPRESSION_OPTION] = landing.compression
+    elif summary is not None and context is not None:
+        summaries = context.accumulator({}, SplitSummaries())
+        summary._track(plan_splits(offset_ranges, max_records_per_split), summaries)
+        options[SUMMARY_OPTION] = str(summaries.aid)
     read_options(options)  # the data source's own checks, before Spark sees the options
     _register(spark)
     return spark.read.format(FORMAT_NAME).options(**options).load()

@@ -1,17 +1,28 @@
-"""Per-partition statistics of a Kafka DataFrame, for logs and XCom."""
+"""Per-partition statistics of a Kafka read, for logs and XCom: gathered by the reader in the
+pass that reads the records (:class:`ReadSummary`), or by one aggregation job over a Kafka
+DataFrame (:func:`summarize`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType, StringType, TimestampNTZType, TimestampType
 
 from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.spark.schema import check_kafka_frame
+
+if TYPE_CHECKING:
+    from pyspark.accumulators import Accumulator
+
+    from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _COLUMNS = ("topic", "partition", "offset", "timestamp")
@@ -110,3 +121,126 @@ def _from_micros(micros: int | None) -> datetime | None:
     if micros is None:
         return None
     return _EPOCH + timedelta(microseconds=micros)
+
+
+@dataclass(frozen=True)
+class SplitCounts:
+    """What the reader of one split returned, counted over its Arrow batches as they passed:
+    ``records``; the smallest and largest offsets and record timestamps (microseconds since
+    the epoch; None without records); ``bytes`` of the keys and values."""
+
+    records: int = 0
+    first_offset: int | None = None
+    last_offset: int | None = None
+    min_us: int | None = None
+    max_us: int | None = None
+    bytes: int = 0
+
+    def add(self, batch: pa.RecordBatch) -> SplitCounts:
+        """These counts with ``batch`` (the reader's schema) added."""
+        if batch.num_rows == 0:
+            return self
+        offsets = pc.min_max(batch.column("offset"))
+        times = pc.min_max(batch.column("timestamp").cast(pa.int64()))
+        size = sum(pc.sum(pc.binary_length(batch.column(name))).as_py() or 0
+                   for name in ("key", "value"))
+        return SplitCounts(
+            self.records + batch.num_rows,
+            _least(self.first_offset, offsets["min"].as_py()),
+            _most(self.last_offset, offsets["max"].as_py()),
+            _least(self.min_us, times["min"].as_py()),
+            _most(self.max_us, times["max"].as_py()),
+            self.bytes + size)
+
+
+def _least(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _most(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def combine(splits: Iterable[tuple[tuple[str, int], SplitCounts]]) -> list[PartitionSummary]:
+    """The :class:`PartitionSummary` of each ``(topic, partition)`` from the counts of its
+    splits; partitions without records are absent; sorted."""
+    totals: dict[tuple[str, int], SplitCounts] = {}
+    for key, counts in splits:
+        before = totals.get(key, SplitCounts())
+        totals[key] = SplitCounts(
+            before.records + counts.records,
+            _least(before.first_offset, counts.first_offset),
+            _most(before.last_offset, counts.last_offset),
+            _least(before.min_us, counts.min_us), _most(before.max_us, counts.max_us),
+            before.bytes + counts.bytes)
+    return sorted(
+        PartitionSummary(topic, partition, c.records, c.first_offset, c.last_offset,
+                         _from_micros(c.min_us), _from_micros(c.max_us), c.bytes)
+        for (topic, partition), c in totals.items()
+        if c.first_offset is not None and c.last_offset is not None)
+
+
+SplitKey = tuple[str, int, int]
+"""``(topic, partition, split start)``: one split of a read."""
+
+
+class SplitSummaries(AccumulatorParam[dict[SplitKey, SplitCounts]]):
+    """Accumulator values ``{(topic, partition, split start): SplitCounts}`` of the splits
+    read to their end. A split whose task Spark runs again (a retry, a recomputed stage, a
+    speculative copy) reads the same records and counts once: merging keeps one entry per
+    split."""
+
+    def zero(self, value: dict[SplitKey, SplitCounts]) -> dict[SplitKey, SplitCounts]:
+        return {}
+
+    def addInPlace(self, value1: dict[SplitKey, SplitCounts],
+                   value2: dict[SplitKey, SplitCounts]) -> dict[SplitKey, SplitCounts]:
+        value1.update(value2)
+        return value1
+
+
+def counted(batches: Iterable[pa.RecordBatch], split: PartitionRange,
+            accumulator: Accumulator[dict[SplitKey, SplitCounts]]) -> Iterator[pa.RecordBatch]:
+    """``batches`` of ``split`` passed through; once the last one has passed, their counts go
+    to ``accumulator`` (a split that is not read to its end reports nothing)."""
+    counts = SplitCounts()
+    for batch in batches:
+        counts = counts.add(batch)
+        yield batch
+    accumulator.add({(split.topic, split.partition, split.start): counts})
+
+
+class ReadSummary:
+    """The per-partition statistics of a :func:`~airflow_provider_kafka_spark.spark.read_kafka`
+    gathered by the readers in the pass that reads the records, with no job of their own.
+
+    Pass a new one as ``read_kafka(..., summary=ReadSummary())`` and call
+    :meth:`partitions` after an action that read the whole DataFrame (the write). A Spark
+    accumulator brings each split's counts to the driver as its task ends. Gathered only by
+    ``engine="python"`` on a classic session (Spark Connect has no accumulators);
+    :meth:`partitions` is None otherwise, and when any split was not read to its end (a
+    transform that stops early, like ``limit``): then use :func:`summarize`.
+    """
+
+    def __init__(self) -> None:
+        self._splits: tuple[PartitionRange, ...] | None = None
+        self._accumulator: Accumulator[dict[SplitKey, SplitCounts]] | None = None
+
+    def partitions(self) -> list[PartitionSummary] | None:
+        """One :class:`PartitionSummary` per partition with records, sorted, as
+        :func:`summarize` gives them; None when not every split reported."""
+        if self._splits is None:
+            return None
+        reported = {} if self._accumulator is None else self._accumulator.value
+        counted = []
+        for split in self._splits:
+            counts = reported.get((split.topic, split.partition, split.start))
+            if counts is None:
+                return None
+            counted.append(((split.topic, split.partition), counts))
+        return combine(counted)
+
+    def _track(self, splits: Iterable[PartitionRange],
+               accumulator: Accumulator[dict[SplitKey, SplitCounts]] | None) -> None:
+        self._splits = tuple(splits)
+        self._accumulator = accumulator

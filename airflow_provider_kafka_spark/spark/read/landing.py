@@ -1,0 +1,101 @@
+"""Landing a slice as Parquet in the readers themselves: each ``kafka_bounded`` task writes the
+Arrow batches of its split into one Parquet file as they come from the native reader, and
+returns one row that reports the file and the split's counts. The records never become Spark
+rows, so the JVM does no work per record.
+
+:func:`land_kafka` is what :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` runs for
+a sink that takes such files (``FileSink`` with Parquet, no ``partition_by``, on a local file
+system) when there is nothing to decode or transform. The folder is the sink's staging folder:
+a failed or repeated task may leave a file there that no report names, which the sink deletes
+before its commit (:meth:`Landing.files`).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
+from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
+
+PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
+"""Spark's Parquet ``compression`` names that pyarrow writes too."""
+
+REPORT_SCHEMA = StructType([
+    StructField("topic", StringType()), StructField("partition", IntegerType()),
+    StructField("start", LongType()), StructField("records", LongType()),
+    StructField("first_offset", LongType()), StructField("last_offset", LongType()),
+    StructField("min_us", LongType()), StructField("max_us", LongType()),
+    StructField("bytes", LongType()), StructField("file", StringType()),
+])
+"""One row per split of a landing read: its counts and the file it wrote (None: no records)."""
+
+_ARROW_REPORT = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
+    ("records", pa.int64()), ("first_offset", pa.int64()), ("last_offset", pa.int64()),
+    ("min_us", pa.int64()), ("max_us", pa.int64()), ("bytes", pa.int64()), ("file", pa.string()),
+])
+
+
+@dataclass(frozen=True)
+class ParquetFolder:
+    """A local folder the readers write Parquet files into, with the codec (Spark's name)."""
+
+    path: str
+    compression: str = "snappy"
+
+    def write(self, split: PartitionRange, index: int,
+              batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Write ``batches`` (split ``index``) into a new file of the folder; yield the report."""
+        codec = "none" if self.compression == "uncompressed" else self.compression
+        name = f"part-{index:05d}-{uuid.uuid4().hex}.{codec}.parquet".replace(".none.", ".")
+        path = os.path.join(self.path, name)
+        counts, writer = SplitCounts(), None
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if writer is None:
+                    writer = pq.ParquetWriter(path, batch.schema, compression=codec)
+                writer.write_batch(batch)
+                counts = counts.add(batch)
+        finally:
+            if writer is not None:
+                writer.close()
+        yield pa.RecordBatch.from_pylist([{
+            "topic": split.topic, "partition": split.partition, "start": split.start,
+            "records": counts.records, "first_offset": counts.first_offset,
+            "last_offset": counts.last_offset, "min_us": counts.min_us,
+            "max_us": counts.max_us, "bytes": counts.bytes,
+            "file": name if writer is not None else None}], schema=_ARROW_REPORT)
+
+
+@dataclass(frozen=True)
+class Landing:
+    """What a landing read reported: per split, its counts and its file."""
+
+    reports: tuple[Mapping[str, Any], ...]
+
+    def files(self) -> list[str]:
+        """The names of the files the successful tasks wrote (in the folder), sorted."""
+        return sorted(r["file"] for r in self.reports if r["file"])
+
+    def summaries(self) -> list[PartitionSummary]:
+        """The per-partition statistics, as :func:`~airflow_provider_kafka_spark.spark.
+        summarize` gives them."""
+        return combine(((r["topic"], r["partition"]), SplitCounts(
+            r["records"], r["first_offset"], r["last_offset"], r["min_us"], r["max_us"],
+            r["bytes"])) for r in self.reports)
+
+
+def land_kafka(reads: DataFrame) -> Landing:
+    """Run the landing read ``reads`` (``read_kafka(..., land=ParquetFolder(...))``)."""
+    return Landing(tuple(row.asDict() for row in reads.collect()))
