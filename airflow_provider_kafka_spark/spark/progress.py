@@ -2,7 +2,7 @@
 and logs, every ``every`` seconds, how far Spark is with it. No Airflow import; the lines go to
 the logger ``airflow_provider_kafka_spark.spark.ingest``, which an Airflow task's log shows.
 
-Where the numbers come from (measured on PySpark 4.3, local and standalone sessions):
+Where the numbers come from (measured with PySpark 4.3 on a local session):
 
 * Classic session: the jobs started inside the block carry a job tag; a thread reads their
   stages from Spark's status store (the store the UI and its REST API show; it is there with
@@ -11,7 +11,8 @@ Where the numbers come from (measured on PySpark 4.3, local and standalone sessi
   1-second executor heartbeats. So the count moves one split at a time; read with more splits
   (``max_records_per_split``) for finer steps. A landing read (the file sink's Parquet written
   by the readers themselves) returns one row per split, so there the count is the finished
-  tasks' share of the slice; this share is also the floor of the count elsewhere.
+  tasks' share of the slice (the tasks of the stages that read); this share is also the
+  floor of the count elsewhere.
 * Spark Connect: no status store; Spark Connect's progress handler reports each stage's
   finished and total tasks, so the count is the finished tasks' share of the slice.
 * Nothing readable (an error asking Spark): the line says how long the write has run.
@@ -49,7 +50,7 @@ class Progress:
     """Records Spark counted as read (``inputRecords``)."""
     tasks_done: int = 0
     tasks: int = 0
-    """Finished and all tasks (0 of 0: not started yet)."""
+    """Finished and all tasks of the stages that read (0 of 0: none yet)."""
 
     def read(self, size: int) -> int:
         """The records read of a slice of ``size``, at most ``size``: Spark's count, or the
@@ -164,7 +165,7 @@ class _Classic:
         context.addJobTag(tag)  # the calling thread's jobs from now on
 
     def jobs(self) -> list[Progress]:
-        """Each job's stages summed up."""
+        """Each job's stages that read something, summed up."""
         found = []
         for job in self.tracker.getJobIdsForTag(self.tag):
             info = self.tracker.getJobInfo(job)
@@ -176,9 +177,10 @@ class _Classic:
                     data = self.store.lastStageAttempt(stage)
                 except Exception:  # noqa: BLE001  # not in the store yet
                     continue
-                records += data.inputRecords()
-                done += data.numCompleteTasks()
-                tasks += data.numTasks()
+                if data.inputRecords() > 0:  # a stage that read (not a shuffle's, a range's)
+                    records += data.inputRecords()
+                    done += data.numCompleteTasks()
+                    tasks += data.numTasks()
             found.append(Progress(records, done, tasks))
         return found
 

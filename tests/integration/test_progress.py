@@ -85,7 +85,7 @@ class TestWithSpark:
         ranges = OffsetRanges((PartitionRange("t", 0, 0, 10),))
         with pytest.raises(ZeroDivisionError), \
                 report_progress(spark, ranges, owner="failing", every=0.2):
-            spark.range(3).collect()
+            spark.sparkContext.parallelize([1, 2, 3], 2).collect()
             time.sleep(0.5)
             assert reporting_threads("failing")
             1 / 0  # noqa: B018
@@ -94,8 +94,9 @@ class TestWithSpark:
         assert logged >= 1
         time.sleep(0.5)
         assert len(lines(caplog, "failing")) == logged
-        # spark.range's job reads no Kafka records: one finished task of one is the whole slice.
-        assert lines(caplog, "failing")[-1].startswith(
-            "failing: 10 of at most 10 records read (100%), ")
+        # The job reads nothing (no inputRecords): no records, and its finished tasks are no
+        # read's.
+        assert lines(caplog, "failing")[-1] == (
+            "failing: 0 of at most 10 records read (0%), 0 records/s, time left unknown")
         assert not any(t.startswith("kafka-spark-progress-")
                        for t in spark.sparkContext.getJobTags())
