@@ -29,6 +29,10 @@ from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, Sp
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
 """Spark's Parquet ``compression`` names that pyarrow writes too."""
 
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+"""A task buffers its batches into row groups of about this many bytes (Arrow's size) before
+writing them: the memory a task holds, whatever the size of the slice."""
+
 REPORT_SCHEMA = StructType([
     StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("start", LongType()), StructField("records", LongType()),
@@ -59,14 +63,26 @@ class ParquetFolder:
         name = f"part-{index:05d}-{uuid.uuid4().hex}.{codec}.parquet".replace(".none.", ".")
         path = os.path.join(self.path, name)
         counts, writer = SplitCounts(), None
+        group: list[pa.RecordBatch] = []  # the next row group, at most ROW_GROUP_BYTES
+
+        def flush() -> None:
+            table = pa.Table.from_batches(group)
+            assert writer is not None
+            writer.write_table(table, row_group_size=table.num_rows)
+            group.clear()
+
         try:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
                 if writer is None:
                     writer = pq.ParquetWriter(path, batch.schema, compression=codec)
-                writer.write_batch(batch)
+                group.append(batch)
                 counts = counts.add(batch)
+                if sum(b.nbytes for b in group) >= ROW_GROUP_BYTES:
+                    flush()
+            if group:
+                flush()
         finally:
             if writer is not None:
                 writer.close()
