@@ -162,6 +162,16 @@ class OffsetRanges:
         """The :meth:`to_dict` form as a JSON string."""
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    def identity(self) -> str:
+        """What decides the records of this slice, as canonical JSON: the isolation level and
+        each range's bounds, in order. Unlike :meth:`to_json` it leaves out when and how the
+        ranges were resolved (``resolved_at``, the specs, ``group_id``, ``lag``, ``lost``,
+        ``truncated``), so ranges resolved again to the same offsets have the same identity."""
+        return json.dumps({"isolation_level": self.isolation_level,
+                           "ranges": [[r.topic, r.partition, r.start, r.stop]
+                                      for r in self.ranges]},
+                          sort_keys=True, separators=(",", ":"))
+
     @classmethod
     def from_json(cls, data: str | bytes | Mapping[str, Any] | OffsetRanges) -> OffsetRanges:
         """Parse and validate the :meth:`to_json` / :meth:`to_dict` form.

@@ -62,6 +62,18 @@ class KafkaSink(Sink):
         self.records_as_read = records_as_read
         self.dead_letter_topic = dead_letter_topic
         self.ledger_since = ledger_since
+        self.input_identity: str | None = None
+
+    def bind_input(self, identity: str) -> None:
+        """Declare that the DataFrames :meth:`write` gets are a deterministic function of the
+        pinned input ``identity`` names (``ingest``: the slice's
+        :meth:`~airflow_provider_kafka_spark.offsets.ranges.OffsetRanges.identity`), passed to
+        ``write_kafka`` as ``input_identity``: with ``exactly_once`` the input is read once
+        (no pre-pass) and a re-run of ``write_id`` with another identity is refused."""
+        if not isinstance(identity, str) or not identity.strip():
+            raise ConfigurationError(f"KafkaSink.bind_input: identity={identity!r} is not "
+                                     "valid; pass the text that names the pinned input.")
+        self.input_identity = identity
 
     def describe(self) -> dict[str, Any]:
         """``{"topic", "delivery_guarantee", "write_id", "records_written": 0,
@@ -111,7 +123,7 @@ class KafkaSink(Sink):
                 records, config, topic=topic,
                 delivery_guarantee=self.delivery_guarantee,
                 transactional_id_prefix=self.transactional_id_prefix, write_id=self.write_id,
-                ledger_since=self.ledger_since,
+                ledger_since=self.ledger_since, input_identity=self.input_identity,
             )
         described = {**self.describe(), "records_written": result.records_written,
                      "skipped_tasks": list(result.skipped_tasks)}
@@ -122,7 +134,19 @@ class KafkaSink(Sink):
     def _selected(self, df: DataFrame) -> DataFrame:
         if not self.records_as_read:
             return df
-        return df.select(*[c for c in RECORD_COLUMNS if c in df.columns])
+        from pyspark.sql import functions as F
+
+        # Header keys read from Kafka are never null; saying so in the type spares write_kafka
+        # a pre-pass over the records looking for null keys.
+        return df.select(*[_non_null_header_keys(F) if c == "headers" else c
+                           for c in RECORD_COLUMNS if c in df.columns])
+
+
+def _non_null_header_keys(F: Any) -> Any:
+    """The ``headers`` column with a non-nullable element and key type (same values: a
+    header read from Kafka always has a key)."""
+    return F.transform("headers", lambda h: F.struct(
+        F.coalesce(h["key"], F.lit("")).alias("key"), h["value"].alias("value"))).alias("headers")
 
 
 def _with_topic(df: DataFrame, topic: str) -> DataFrame:

@@ -93,13 +93,14 @@ _LARGEST_COUNT = 2**63 - 1
 
 
 def check_ledger_record_fits(prefix: str, write_id: str, topic: str | None,
-                             kafka_config: Mapping[str, Any]) -> None:
+                             kafka_config: Mapping[str, Any], *, identity: bool = False) -> None:
     """Refuse a ``write_id`` (or ``transactional_id_prefix``) so long that a task's ledger
     record could not be produced: its key and value both hold them, JSON-escaped (see
     :mod:`~airflow_provider_kafka_spark.spark.write.ledger`), and librdkafka refuses a record
     whose key, value and :data:`RECORD_OVERHEAD_BYTES` exceed the producer's
     ``message.max.bytes`` (``kafka_config``'s, else 1,000,000). Sized with the largest index,
-    counts and digest an entry can hold, and the topics of ``topic=`` (a ``topic`` column's
+    counts and digest (and, with ``identity``, input identity) an entry can hold, and the
+    topics of ``topic=`` (a ``topic`` column's
     topics are not known yet). Call it after the producer config was checked.
 
     Raises:
@@ -109,7 +110,8 @@ def check_ledger_record_fits(prefix: str, write_id: str, topic: str | None,
     if limit is None:
         return
     largest = LedgerEntry(prefix, write_id, _LARGEST_INDEX, _LARGEST_INDEX, _LARGEST_COUNT,
-                          (topic,) if topic is not None else (), "f" * 16)
+                          (topic,) if topic is not None else (), "f" * 16,
+                          "f" * 64 if identity else None)
     size = RECORD_OVERHEAD_BYTES + len(largest.key().encode()) + len(largest.value())
     if size <= limit:
         return
@@ -127,6 +129,35 @@ def check_ledger_record_fits(prefix: str, write_id: str, topic: str | None,
         f"{size:,} bytes, above the producer's message.max.bytes={limit} ({source}), so the "
         f"write would fail mid-transaction. {remedy}. Nothing was written."
     )
+
+
+def check_input_identity(input_identity: object) -> str | None:
+    """``input_identity`` if it is ``None`` or a non-blank string."""
+    if input_identity is None or (isinstance(input_identity, str) and input_identity.strip()):
+        return input_identity
+    raise WriteConfigError(
+        f"input_identity={shown(input_identity)} is not valid; pass a non-empty string that "
+        "names the pinned input the DataFrame is computed from (e.g. the JSON of the offset "
+        "ranges it reads), or None.")
+
+
+def rows_need_checking(df: DataFrame, topic: str | None, encoded: bool) -> bool:
+    """Whether a row of ``df`` can be refused (the pre-pass's checks), judged from its schema:
+    a ``topic`` column (null, or a topic the cluster lacks), a ``partition`` column (out of
+    its topic's range), a ``headers`` column whose type admits a null header or key, or a
+    registry encoding (a row that does not fit the schema)."""
+    from pyspark.sql import types as T
+
+    fields = {f.name: f.dataType for f in df.schema.fields}
+    if topic is None or encoded or "partition" in fields:
+        return True
+    headers = fields.get("headers")
+    if not isinstance(headers, T.ArrayType):
+        return False
+    element = headers.elementType
+    key = next((f for f in element.fields if f.name == "key"), None) \
+        if isinstance(element, T.StructType) else None
+    return headers.containsNull or key is None or key.nullable
 
 
 def check_metadata_timeout(metadata_timeout_s: float) -> float:

@@ -14,13 +14,15 @@ Format 2 (this version writes it)::
     key    JSON array ["v2", p, w, i]   e.g. ["v2","orders","orders/clean/2024-05-04",3]
     value  JSON object {"format": 2, "transactional_id_prefix": p, "write_id": w, "index": i,
                         "num_partitions": ..., "records": ..., "topics": [...],
-                        "digest": "<16 hex digits>"}
+                        "digest": "<16 hex digits>" | "identity": "<64 hex digits>"}
 
 ``records``, ``topics`` and ``digest`` are the task's input fingerprint (:class:`TaskInput`): a
 later write with the same prefix and write id whose input differs is refused
-(:func:`check_inputs`) instead of silently counting as a completed re-run. Entries written
-before fingerprints have no ``digest``; their content is unknown and only their ``records``
-and ``topics`` are compared.
+(:func:`check_inputs`) instead of silently counting as a completed re-run. A write whose input
+is a pinned slice (``write_kafka``'s ``input_identity``) records instead the SHA-256 of that
+identity in every entry (``identity``; ``records`` and ``topics`` are then what the task wrote)
+and refuses entries of another identity. Entries written before fingerprints have no
+``digest``; their content is unknown and only their ``records`` and ``topics`` are compared.
 
 Format 1 (earlier versions) keyed the record ``<w>/<i>``, left ``transactional_id_prefix`` out
 of the value and chose the same partition. A format-1 entry does not say which application
@@ -36,6 +38,7 @@ never seen as done.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -121,6 +124,7 @@ class LedgerEntry:
     records: int
     topics: tuple[str, ...]
     digest: str | None = None  # the input's content digest; None: unknown (older entries)
+    identity: str | None = None  # SHA-256 of the write's input_identity; None: none given
 
     def key(self) -> LedgerKey:
         """The key of this entry's ledger record."""
@@ -139,6 +143,8 @@ class LedgerEntry:
             doc.update(format=2, transactional_id_prefix=self.transactional_id_prefix)
         if self.digest is not None:
             doc["digest"] = self.digest
+        if self.identity is not None:
+            doc["identity"] = self.identity
         return json.dumps(doc, sort_keys=True).encode()
 
     @classmethod
@@ -158,6 +164,7 @@ class LedgerEntry:
                 records=int(doc["records"]),
                 topics=tuple(doc["topics"]),
                 digest=None if doc.get("digest") is None else str(doc["digest"]),
+                identity=None if doc.get("identity") is None else str(doc["identity"]),
             )
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
             raise LedgerError(
@@ -215,6 +222,30 @@ def check_inputs(
         if found:
             raise input_mismatch(transactional_id_prefix, write_id, index, found,
                                  "Nothing was written.")
+
+
+def input_identity_digest(input_identity: str) -> str:
+    """The SHA-256 (64 hex digits) of ``write_kafka``'s ``input_identity``, which every ledger
+    entry of such a write records."""
+    return hashlib.sha256(input_identity.encode()).hexdigest()
+
+
+def check_identity(entries: Mapping[int, LedgerEntry], identity: str, *,
+                   transactional_id_prefix: str, write_id: str, outcome: str) -> None:
+    """Refuse committed ``entries`` that recorded another input identity than ``identity``
+    (an :func:`input_identity_digest`). An entry without one (written by a write that
+    fingerprinted its input) cannot be compared and counts as the same input.
+
+    Raises:
+        LedgerError: the first task (lowest index) whose identity differs; ``outcome`` says
+            what this write did.
+    """
+    for index in sorted(entries):
+        recorded = entries[index].identity
+        if recorded is not None and recorded != identity:
+            raise input_mismatch(transactional_id_prefix, write_id, index,
+                                 [f"input identity: {recorded[:16]} committed, "
+                                  f"{identity[:16]} now"], outcome)
 
 
 def input_mismatch(transactional_id_prefix: str, write_id: str, index: int,

@@ -27,6 +27,7 @@ from airflow_provider_kafka_spark.spark.write.cluster import (
 )
 from airflow_provider_kafka_spark.spark.write.ledger import (
     TaskInput,
+    check_identity,
     check_inputs,
     ensure_ledger_topic,
     ledger_end_offset,
@@ -82,6 +83,9 @@ class TaskPlan:
     # The content digest of each partition's input (driver's pre-pass), recorded in the task's
     # ledger entry; None: not known (then the entry has none).
     digests: tuple[str | None, ...] | None = None
+    # write_kafka's input_identity (its SHA-256), recorded in every ledger entry instead of
+    # digests; with no expected_rows each task checks that its input reached its end.
+    identity: str | None = None
     transaction_timeout_ms: int = 60000
     init_timeout_s: float = 60.0
     max_transaction_retries: int = 3
@@ -206,6 +210,9 @@ def plan_exactly_once(admin: AdminClient, write: TaskPlan, inputs: Sequence[Task
     if inputs is not None:
         check_inputs(view.entries, inputs, transactional_id_prefix=transactional_id_prefix,
                      write_id=write_id)
+    if write.identity is not None:
+        check_identity(view.entries, write.identity, transactional_id_prefix=transactional_id_prefix,
+                       write_id=write_id, outcome="Nothing was written.")
     plan = replace(
         write,
         ledger_partition=partition,

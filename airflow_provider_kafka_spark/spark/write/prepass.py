@@ -46,6 +46,7 @@ class InputScan:
 
     groups: tuple[_Group, ...]
     num_partitions: int
+    digested: bool = True  # whether the rows' hashes were summed (else no digest is known)
 
     def rows_per_index(self) -> tuple[int, ...]:
         """The row count of each Spark partition index."""
@@ -64,7 +65,8 @@ class InputScan:
             if g.topic is not None:
                 topics[g.index].add(g.topic)
             sums[g.index] += g.hash_sum or 0
-        return [TaskInput(rows[i], tuple(sorted(topics[i])), f"{sums[i] % 2**64:016x}")
+        return [TaskInput(rows[i], tuple(sorted(topics[i])),
+                          f"{sums[i] % 2**64:016x}" if self.digested else None)
                 for i in range(n)]
 
     def first_index_of_topics(self) -> dict[str | None, int]:
@@ -120,7 +122,7 @@ def scan_input(df: DataFrame, topic: str | None, *, digest: bool) -> InputScan:
         for r in rows if r["rows"] > 0
     ]
     return InputScan(tuple(sorted(groups, key=lambda g: (g.index, g.topic or ""))),
-                     num_partitions)
+                     num_partitions, digest)
 
 
 def _partition_scanner(topic: str | None) -> Callable[[Iterator[pa.RecordBatch]],

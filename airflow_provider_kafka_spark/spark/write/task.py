@@ -10,9 +10,11 @@ of :mod:`~airflow_provider_kafka_spark.spark.write.transactions`.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 import pyarrow as pa
@@ -29,6 +31,7 @@ from airflow_provider_kafka_spark.spark.native import BatchProducer
 from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerEntry,
     TaskInput,
+    check_identity,
     input_mismatch,
     ledger_high_watermark,
     read_ledger,
@@ -159,6 +162,33 @@ class ReplayableBatches:
             yield batch
 
 
+_MIXED = ("This task wrote nothing, but other tasks of this write may have committed theirs: "
+          "the output may mix both inputs.")
+
+# The int a Spark JVM writes to a Python worker after a task's whole input (PySpark's
+# SpecialLengths.END_OF_STREAM); when the computation upstream fails it closes the stream
+# instead, which the worker's Arrow reader takes for the input's end.
+_END_OF_STREAM = (-4).to_bytes(4, "big", signed=True)
+
+
+def input_reached_end() -> bool | None:
+    """Whether the Spark JVM marked the end of this task's input after the Arrow batches the
+    task consumed: ``True`` when the next bytes of the worker's input stream are PySpark's
+    ``END_OF_STREAM`` (read without consuming them), ``False`` when the stream ended without
+    it (an upstream failure cut the input short), ``None`` outside a Spark Python worker.
+
+    Call it once the task's input iterator is exhausted. It reads the stream the worker's
+    ``main(infile, outfile)`` holds, found on the call stack (PySpark 4's worker).
+    """
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None:
+        stream = frame.f_locals.get("infile") if frame.f_code.co_name == "main" else None
+        if stream is not None and hasattr(stream, "peek"):
+            return bytes(stream.peek(4)[:4]) == _END_OF_STREAM
+        frame = frame.f_back
+    return None
+
+
 def _write_exactly_once(
     plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch]
 ) -> TaskOutcome:
@@ -188,9 +218,11 @@ def _write_exactly_once(
             found = expected.differences(entry)
             if found:  # another write of this write_id with other input committed meanwhile
                 raise input_mismatch(
-                    plan.transactional_id_prefix, plan.write_id, index, found,
-                    "This task wrote nothing, but other tasks of this write may have committed "
-                    "theirs: the output may mix both inputs.")
+                    plan.transactional_id_prefix, plan.write_id, index, found, _MIXED)
+        if plan.identity is not None:
+            check_identity({index: entry}, plan.identity,
+                           transactional_id_prefix=plan.transactional_id_prefix,
+                           write_id=plan.write_id, outcome=_MIXED)
         log.info("task %d of write %r was committed by an earlier attempt; skipping",
                  index, plan.write_id)
         return TaskOutcome(index, 0, True, entry.topics)
@@ -202,6 +234,16 @@ def _write_exactly_once(
         try:
             producer.begin_transaction()
             records, topics = produce_batches(producer, source, plan.topic, index)
+            if plan.expected_rows is None and plan.identity is not None \
+                    and input_reached_end() is not True:
+                raise InputTruncatedError(
+                    f"task {index} of write {plan.write_id!r} received {records} rows, but "
+                    "Spark did not mark the end of its input: a computation upstream of the "
+                    "writer in the same task failed (Spark then ends the writer's input early), "
+                    "or the task does not run in a Spark Python worker (write_kafka's "
+                    "input_identity needs one). The transaction is aborted; Spark's task retry "
+                    "or a re-run of the write writes the partition."
+                )
             if plan.expected_rows is not None and records != plan.expected_rows[index]:
                 raise InputTruncatedError(
                     f"task {index} of write {plan.write_id!r} received {records} rows but its "
@@ -212,7 +254,7 @@ def _write_exactly_once(
                 )
             entry = LedgerEntry(plan.transactional_id_prefix, plan.write_id, index,
                                 plan.num_partitions, records, tuple(sorted(topics)),
-                                plan.digest(index))
+                                plan.digest(index), plan.identity)
             producer.produce(plan.ledger_topic, entry.value(), entry.key().encode(),
                              plan.ledger_partition)
             commit(producer, tid, timeout)

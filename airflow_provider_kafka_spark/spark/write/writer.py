@@ -29,15 +29,18 @@ from airflow_provider_kafka_spark.spark.write.checks import (
     check_columns,
     check_exactly_once_args,
     check_guarantee,
+    check_input_identity,
     check_ledger_record_fits,
     check_ledger_since,
     check_metadata_timeout,
+    rows_need_checking,
 )
 from airflow_provider_kafka_spark.spark.write.cluster import (
     check_topics_exist,
     check_transaction_timeout,
     read_cluster,
 )
+from airflow_provider_kafka_spark.spark.write.ledger import input_identity_digest
 from airflow_provider_kafka_spark.spark.write.plan import TaskPlan, plan_exactly_once
 from airflow_provider_kafka_spark.spark.write.prepass import check_rows, scan_input
 from airflow_provider_kafka_spark.spark.write.producer import check_producer_config
@@ -99,6 +102,7 @@ def write_kafka(
     retry_buffer_bytes: int = 256 * 1024 * 1024,
     metadata_timeout_s: float = 10.0,
     ledger_since: datetime | None = None,
+    input_identity: str | None = None,
 ) -> WriteResult:
     """Write ``df`` to Kafka, one producer per Spark partition.
 
@@ -162,7 +166,18 @@ def write_kafka(
         fingerprint differs from this DataFrame's is refused. A write counts only the ledger
         entries of exactly its own ``(transactional_id_prefix, write_id)``; entries of earlier
         versions (ledger format 1) count only under the narrow rule in
-        ``docs/exactly-once.md``. ``ledger_since`` (an aware datetime): no attempt of this
+        ``docs/exactly-once.md``. ``input_identity``: ``df`` is a deterministic function of
+        the pinned input this string names (e.g. the offset ranges of a bounded Kafka read);
+        the ledger records its SHA-256 instead of fingerprinting ``df``, a re-run of the same
+        write id with another identity is refused (:class:`LedgerError`, nothing written), and
+        on a classic session ``df`` is evaluated once: no pre-pass, unless a row can be
+        refused (a ``topic`` or ``partition`` column, headers whose type admits a null key, a
+        registry encoding), and each task checks that Spark marked the end of its input
+        instead of comparing its rows with a pre-pass's count (else
+        :class:`InputTruncatedError`, the transaction aborted). A bad row still fails the
+        write before anything is visible, through that pre-pass: tasks commit independently,
+        so a row refused inside one task would leave the others' rows committed.
+        ``ledger_since`` (an aware datetime): no attempt of this
         write began before it; the driver reads the write's ledger partition from there (a few
         minutes earlier, found by time) instead of from its start, so the check costs the same
         however long the ledger's history is. Give it only when it is certain (an attempt that
@@ -197,7 +212,8 @@ def write_kafka(
         since_ms = check_ledger_since(ledger_since)
         check_producer_config(kafka_config, guarantee, transactional_id=f"{prefix}-x",
                               transaction_timeout_ms=transaction_timeout_ms)
-        check_ledger_record_fits(prefix, wid, topic, kafka_config)
+        check_ledger_record_fits(prefix, wid, topic, kafka_config,
+                                 identity=check_input_identity(input_identity) is not None)
     else:
         check_producer_config(kafka_config, guarantee)
     admin = admin_client(kafka_config)
@@ -213,13 +229,18 @@ def write_kafka(
         auto_register_schemas=auto_register_schemas, subject_name_strategy=subject_name_strategy,
         schema_id_location=schema_id_location)
     # The pre-pass: one aggregation over df finds every bad row before anything is written
-    # (and counts the rows of each partition for exactly_once). Without a topic, partition or
-    # headers column or an encoding there is nothing row-level to check, and only exactly_once
-    # needs it.
+    # (and, for exactly_once, counts and fingerprints the rows of each partition). Without a
+    # row that can be refused it is only needed by exactly_once, and not with an
+    # input_identity when Spark can say the number of partitions without a job.
+    identity = None
+    planned = None
+    if guarantee == "exactly_once" and input_identity is not None:
+        identity = input_identity_digest(input_identity)
+        planned = _planned_partitions(df)
     scan = None
-    if guarantee == "exactly_once" or topic is None or codecs or \
-            {"partition", "headers"} & set(df.columns):
-        scan = scan_input(df, topic, digest=guarantee == "exactly_once")
+    if (guarantee == "exactly_once" and planned is None) or \
+            rows_need_checking(df, topic, bool(codecs)):
+        scan = scan_input(df, topic, digest=guarantee == "exactly_once" and identity is None)
         check_rows(admin, scan, topic, cluster, kafka_config)
     if guarantee != "exactly_once":
         plan = TaskPlan(kafka_config=dict(kafka_config), guarantee=guarantee, topic=topic)
@@ -231,14 +252,15 @@ def write_kafka(
             topics=tuple(sorted({t for *_, topics in outcomes for t in topics})),
         )
 
-    assert scan is not None
-    num_partitions = scan.num_partitions
+    num_partitions = scan.num_partitions if scan is not None else planned
+    assert num_partitions is not None
     plan, lease = plan_exactly_once(admin, TaskPlan(
         kafka_config=dict(kafka_config), guarantee="exactly_once", topic=topic, write_id=wid,
         transactional_id_prefix=prefix, num_partitions=num_partitions, ledger_topic=ledger_topic,
         transaction_timeout_ms=transaction_timeout_ms, init_timeout_s=init_transactions_timeout_s,
         max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
-    ), scan.inputs(), ledger_since_ms=since_ms)
+        identity=identity,
+    ), scan.inputs() if scan is not None else None, ledger_since_ms=since_ms)
     outcomes = []
     if lease is not None:
         try:
@@ -254,6 +276,18 @@ def write_kafka(
         skipped_tasks=tuple(sorted(set(range(num_partitions)) - set(written))),
         topics=tuple(sorted(topics)),
     )
+
+
+def _planned_partitions(df: DataFrame) -> int | None:
+    """The number of Spark partitions of ``df`` from its physical plan, without a job for a
+    plan with no shuffle; ``None`` on Spark Connect (no RDD API)."""
+    from pyspark.errors import PySparkNotImplementedError
+
+    try:
+        rdd = df.rdd
+    except (PySparkNotImplementedError, AttributeError):
+        return None
+    return int(rdd.getNumPartitions())
 
 
 def _run_tasks(df: DataFrame, plan: TaskPlan) -> list[tuple[int, int, bool, list[str]]]:
