@@ -34,6 +34,7 @@ metrics and lineage):
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -221,6 +222,9 @@ def ingest(
     stages = bool(getattr(sink, "stages_write", False))
     in_commit = bool(getattr(sink, "writes_in_commit", False))
     decoded: _Decoded | None = None
+    bind_input = getattr(sink, "bind_input", None)  # KafkaSink: its input is this slice
+    if callable(bind_input):
+        bind_input(json.dumps([offset_ranges.identity(), include_headers, sql]))
     try:
         sink.prepare(spark, shaped)
         lost, summary = LostOffsets(), ReadSummary()

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, KafkaSparkError
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
-from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink
 from airflow_provider_kafka_spark.spark import (
     DecodeCounts,
     Decoding,
@@ -28,7 +28,12 @@ from airflow_provider_kafka_spark.spark import (
     read_kafka,
     spark_session,
 )
-from tools.kafka_records import produce, transactional_producer, wait_for_markers
+from tools.kafka_records import (
+    produce,
+    read_committed,
+    transactional_producer,
+    wait_for_markers,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -306,6 +311,28 @@ def test_readers_land_parquet_as_spark_would_write_it(
     assert nothing.records == 0
     empty = spark.read.parquet(str(tmp_path / "none"))
     assert empty.count() == 0 and empty.columns == kafka_schema().fieldNames()
+
+
+def test_exactly_once_into_kafka_reads_the_slice_once(
+        spark: Any, kafka_config: dict[str, Any], orders: tuple[str, int],
+        new_topic: Any) -> None:
+    """An ingest's KafkaSink gets the slice's identity: the exactly-once write reads its input
+    once (no pre-pass), and a re-run of the write id writes nothing again."""
+    topic, _ = orders
+    out = new_topic(partitions=1)
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+
+    def run() -> IngestResult:
+        return ingest(spark, ranges, kafka_config, KafkaSink(
+            kafka_config, out, write_id="w-once", transactional_id_prefix=f"once-{out}",
+            records_as_read=True), max_records_per_split=1)
+
+    first = _read_once(spark, run, splits=5)
+    again = run()
+
+    assert first.output["records_written"] == 5 and again.output["records_written"] == 0
+    assert sorted(bytes(m.value()) for m in read_committed(kafka_config, out, 5)) == sorted(
+        [b'{"id": 0}', b'{"id": 1}', b'{"id": 2}', b"not json", b'{"id": 4}'])
 
 
 BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [
