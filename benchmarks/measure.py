@@ -19,15 +19,19 @@ class ProcessTree:
 
     CPU seconds per kind: ``jvm`` (Spark's JVM and its threads, Java producers/consumers),
     ``python`` (Spark's Python workers or other Python children, native librdkafka threads
-    included) and ``driver`` (this process). Peak RSS of the Python children. Processes that
-    start during the run count from zero; a child's CPU after its last sample is missed (a
-    Python worker lives across runs, so little is).
+    included) and ``driver`` (this process). Peak RSS of the Python children and of the JVM.
+    Processes that start during the run count from zero; a child's CPU after its last sample is
+    missed (a Python worker lives across runs, so little is). The children ``exclude`` names
+    (pids), and everything under them, are not counted: helpers of another measurement that
+    idle meanwhile.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, exclude: tuple[int, ...] = ()) -> None:
         self.cpu_s = dict.fromkeys(KINDS, 0.0)
         self.peak_python_rss = 0
         self.peak_python_rss_total = 0
+        self.peak_jvm_rss = 0
+        self._exclude = set(exclude)
         self._stop = threading.Event()
         self._thread = threading.Thread()
         self._first: dict[int, float] = {}
@@ -35,7 +39,7 @@ class ProcessTree:
         self._driver_first = 0.0
 
     def __enter__(self) -> ProcessTree:
-        self._first = {p.pid: _cpu(p) for p in psutil.Process().children(recursive=True)}
+        self._first = {p.pid: _cpu(p) for p in self._children(psutil.Process())}
         self._last = {}
         self._driver_first = _cpu(psutil.Process())
         self._stop.clear()
@@ -64,17 +68,31 @@ class ProcessTree:
 
     def _sample_once(self, me: psutil.Process) -> None:
         rss = []
-        for child in me.children(recursive=True):
+        for child in self._children(me):
             try:
                 kind = "jvm" if "java" in child.name().lower() else "python"
                 self._last[child.pid] = (kind, _cpu(child))
                 if kind == "python":
                     rss.append(child.memory_info().rss)
+                else:
+                    self.peak_jvm_rss = max(self.peak_jvm_rss, child.memory_info().rss)
             except psutil.Error:
                 continue
         if rss:
             self.peak_python_rss = max(self.peak_python_rss, max(rss))
             self.peak_python_rss_total = max(self.peak_python_rss_total, sum(rss))
+
+
+    def _children(self, me: psutil.Process) -> list[psutil.Process]:
+        if not self._exclude:
+            return me.children(recursive=True)
+        left_out = set(self._exclude)
+        for pid in self._exclude:
+            try:
+                left_out.update(p.pid for p in psutil.Process(pid).children(recursive=True))
+            except psutil.Error:
+                continue
+        return [p for p in me.children(recursive=True) if p.pid not in left_out]
 
 
 def _cpu(process: psutil.Process) -> float:

@@ -240,6 +240,25 @@ def produce(config: dict[str, Any], records: int, value_bytes: int,
     return topic
 
 
+def tables_conf(warehouse: Path, driver_memory: str) -> dict[str, str]:
+    """The tables session's settings: Iceberg's Hadoop catalog ``CATALOG`` in ``warehouse`` and
+    Delta's catalog (as tests/tables/conftest.py configures the tables session)."""
+    return {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.driver.memory": driver_memory,
+        "spark.sql.shuffle.partitions": "4",
+        "spark.databricks.delta.snapshotPartitions": "2",
+        "spark.sql.extensions": (
+            "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,"
+            "io.delta.sql.DeltaSparkSessionExtension"),
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        f"spark.sql.catalog.{CATALOG}": "org.apache.iceberg.spark.SparkCatalog",
+        f"spark.sql.catalog.{CATALOG}.type": "hadoop",
+        f"spark.sql.catalog.{CATALOG}.warehouse": warehouse.as_uri(),
+    }
+
+
 class Tables:
     """Fresh tables in a temporary warehouse."""
 
@@ -473,21 +492,8 @@ def main() -> int:
         assert ranges.total() == args.records, ranges
         warehouse = Path(scratch) / "warehouse"
         warehouse.mkdir()
-        spark = spark_session(args.master, app_name="table-write-benchmark", jars=jars, conf={
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.driver.memory": args.driver_memory,
-            # as tests/tables/conftest.py configures the tables session
-            "spark.sql.shuffle.partitions": "4",
-            "spark.databricks.delta.snapshotPartitions": "2",
-            "spark.sql.extensions": (
-                "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,"
-                "io.delta.sql.DeltaSparkSessionExtension"),
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            f"spark.sql.catalog.{CATALOG}": "org.apache.iceberg.spark.SparkCatalog",
-            f"spark.sql.catalog.{CATALOG}.type": "hadoop",
-            f"spark.sql.catalog.{CATALOG}.warehouse": warehouse.as_uri(),
-        })
+        spark = spark_session(args.master, app_name="table-write-benchmark", jars=jars,
+                              conf=tables_conf(warehouse, args.driver_memory))
         try:
             jvm: Any = spark.sparkContext._jvm
             java = jvm.java.lang.System.getProperty("java.version")

@@ -1,0 +1,967 @@
+#!/usr/bin/env python3
+"""Ingest: land one resolved slice with ``ingest(spark, ranges, config, sink)`` vs Spark's own
+Kafka source into the same destination, and vs the Python peers Daft and Ray Data (issue 36).
+
+    .venv/bin/python benchmarks/ingest.py [--records 2000000] [--repeats 5] [--cases ...]
+    .venv/bin/python benchmarks/ingest.py --records 50000 --repeats 1 --rss-records ''  # smoke
+
+Starts a broker (``tools/local_broker``: ``scripts/kafka-broker``, stopped by its pid) unless
+``--bootstrap`` is given, and produces, once:
+
+* the **transactional slice**: N committed records (12 B keys, ~200 B ASCII values) round-robin
+  over 6 partitions, with one aborted transaction (1,000 records) in the middle and one
+  committed transaction (the last 1,000 of the N) at the end, so every partition ends in a
+  commit marker; resolved ``earliest``..``latest`` with ``read_committed``;
+* the **plain slice**: the same N records in a second topic, no transactions (for the peers,
+  whose readers count offsets);
+* for ``rss``: a plain topic of the largest ``--rss-records`` size.
+
+Then, per case, one warm-up round and ``--repeats`` interleaved rounds (the order alternates),
+each run into a fresh destination, each checked (the output's record count, read back after
+the timed part, equals the committed records):
+
+* ``parquet``: ``ingest(..., FileSink(path))`` vs ``spark.read.format("kafka")`` (the same
+  offsets as JSON, ``kafka.isolation.level=read_committed``, ``includeHeaders`` as ingest)
+  ``.write.parquet(path)``;
+* ``kafka``: ``ingest(..., KafkaSink(config, out, delivery_guarantee="exactly_once",
+  transactional_id_prefix=<one per run>, write_id=<new>), sql="SELECT key, value FROM kafka")``
+  vs Spark's source ``.selectExpr("key", "value").write.format("kafka")`` (at-least-once), a fresh topic each;
+* ``iceberg``, ``delta``: ``ingest(..., IcebergSink / DeltaSink(table, application,
+  run=<new>), sql=SQL)`` vs Spark's source, the same SQL, ``df.writeTo(t).append()`` /
+  ``df.write.format("delta").mode("append").save(p)``;
+* ``peers``: ``ingest(..., FileSink(path))`` of the plain slice vs
+  ``daft.read_kafka(...).write_parquet(p)`` and ``ray.data.read_kafka(...)
+  .drop_columns(["headers"]).write_parquet(p)`` of it, with per-partition offsets.
+
+Spark runs ``local[2]``. ``iceberg``/``delta`` run in ``.venv-tables`` (PySpark 4.1 with the
+table runtimes: this script starts itself there as a subprocess with the same broker and the
+same ranges; the table machinery is ``benchmarks/table_write.py``'s). Daft and Ray run in a venv
+of their own, ``.cache/venv-peers`` (made with uv on first use), one long-lived process each
+(Ray started once, with 2 CPUs); they time and measure themselves, and ours' runs leave them
+out of the CPU count. ``peers`` also times the **stall**: each reader on the last 1,000
+records of the transactional slice, which end in a commit marker (Daft with its own
+``timeout_ms`` default, Ray with ``--stall-timeout``: it has no default and would wait forever).
+``rss``: the peak RSS of Spark's JVM and of one Python worker during ``ingest(..., FileSink)``
+of the first 1 M and all 10 M records of a topic.
+
+Reports records/s and CPU seconds per million records of every process (Spark's JVM, its
+Python workers with the native reader's threads, the driver: ``benchmarks/measure.py``; the
+broker is not counted), medians with min-max, the 1-minute load average before each run, and
+``ratio_<case>_vs_<peer>`` (records/s, ours / theirs) and ``ratio_cpu_<case>_vs_<peer>`` (CPU
+seconds per million, ours / theirs) beside their targets. Writes
+benchmarks/results/ingest.json and .png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import select
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results"
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.measure import KINDS, ProcessTree, cpu_panel, spread  # noqa: E402
+
+CASES = ("parquet", "kafka", "iceberg", "delta", "peers", "rss")
+PARTITIONS = 6
+TAIL = 1_000  # the committed transaction at the end: the stall slice
+ABORTED = 1_000
+SPARK_KAFKA_POM = ROOT / "tools" / "spark-kafka" / "pom.xml"
+TABLES_PYTHON = ROOT / ".venv-tables" / "bin" / "python"
+PEERS_VENV = ROOT / ".cache" / "venv-peers"
+PEERS_PYTHON = PEERS_VENV / "bin" / "python"
+PEER_PACKAGES = ("daft==0.7.26", "ray[data]==2.60.0", "confluent-kafka", "pyarrow", "psutil")
+KAFKA_SQL = "SELECT key, value FROM kafka"
+# Daft's reader asks librdkafka for a chunk (1,024) of messages at a time and consume() waits
+# for a whole chunk until timeout_ms: every partition's last, short chunk waits the timeout (10 s
+# by default; one partition after another, end-of-partition events do not end the wait). The
+# throughput runs give it --daft-timeout-ms, short but enough to read everything (checked).
+PEER_ANSWER_TIMEOUT = 1800.0  # seconds a peer may take for one read before the run fails
+# ours / theirs: records per second at least, CPU seconds per million at most
+TARGETS = {
+    "parquet_vs_spark": (1.5, 0.8), "kafka_vs_spark": (1.2, 1.0),
+    "iceberg_vs_spark": (1.2, 1.0), "delta_vs_spark": (1.2, 1.0),
+    "parquet_vs_daft": (1.0, 1.0), "parquet_vs_ray": (1.0, 1.0),
+}
+RSS_TARGET = 1.3
+
+
+# -- the data ------------------------------------------------------------------------------
+
+def create_topic(config: dict[str, Any], topic: str, timeout: float = 30.0) -> None:
+    """``topic`` with ``PARTITIONS`` partitions, once every partition has a leader."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(config)
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[
+        topic].result(timeout)
+    deadline = time.monotonic() + timeout
+    while True:
+        partitions = admin.list_topics(topic=topic, timeout=timeout).topics[topic].partitions
+        if len(partitions) == PARTITIONS and all(p.leader >= 0 for p in partitions.values()):
+            return
+        assert time.monotonic() < deadline, f"{topic}: partitions without a leader"
+        time.sleep(0.1)
+
+
+def _value(i: int, value_bytes: int) -> bytes:
+    """An ASCII value (string-castable for the tables) of ``value_bytes`` bytes."""
+    return (b"%012d-" % i + b"abcdefghijklmnopqrstuvwxyz0123456789" * (value_bytes // 36 + 1)
+            )[:value_bytes]
+
+
+def produce_plain(config: dict[str, Any], topic: str, first: int, count: int,
+                  value_bytes: int) -> None:
+    """Records ``first``..``first + count`` round-robin, with the native batch producer."""
+    import pyarrow as pa
+
+    from airflow_provider_kafka_spark.offsets.config import native_settings
+    from airflow_provider_kafka_spark.spark.native import BatchProducer
+
+    producer = BatchProducer(native_settings({
+        **config, "linger.ms": 50, "batch.num.messages": 10_000,
+        "queue.buffering.max.messages": 1_000_000, "compression.type": "none"}), True)
+    for start in range(first, first + count, 100_000):
+        ids = range(start, min(first + count, start + 100_000))
+        producer.produce_batch(pa.RecordBatch.from_pydict({
+            "key": pa.array([b"%012d" % i for i in ids], pa.binary()),
+            "value": pa.array([_value(i, value_bytes) for i in ids], pa.binary()),
+            "partition": pa.array([i % PARTITIONS for i in ids], pa.int32()),
+        }), topic)
+    assert producer.flush(120) == 0
+    assert producer.delivery_failures()[0] == 0, producer.delivery_failures()
+
+
+def produce_transaction(config: dict[str, Any], topic: str, first: int, count: int,
+                        value_bytes: int, commit: bool) -> None:
+    """One transaction of ``count`` records round-robin (confluent-kafka's transactional
+    producer), committed or aborted."""
+    from tools.kafka_records import transactional_producer
+
+    producer = transactional_producer(config)
+    producer.begin_transaction()
+    for i in range(first, first + count):
+        producer.produce(topic, key=b"%012d" % i, value=_value(i, value_bytes),
+                         partition=i % PARTITIONS)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    if commit:
+        producer.commit_transaction(60)
+    else:
+        producer.abort_transaction(60)
+
+
+def produce_slices(config: dict[str, Any], records: int, value_bytes: int,
+                   with_transactions: bool) -> tuple[str, Any, Any]:
+    """A fresh topic of ``records`` committed records; with transactions, one aborted in the
+    middle and the last ``TAIL`` records one committed transaction. The topic, its ranges
+    (``earliest``..``latest``, read_committed) and the ranges of the final transaction (None
+    without transactions)."""
+    from confluent_kafka import IsolationLevel
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kafka_spark.offsets import (
+        OffsetRanges,
+        PartitionRange,
+        Subscription,
+        resolve_offsets,
+    )
+    from tools.kafka_records import high_watermarks, wait_for_markers
+
+    kind = "txn" if with_transactions else "plain"
+    topic = f"bench-ingest-{kind}-{uuid.uuid4().hex[:8]}"
+    create_topic(config, topic)
+    started = time.monotonic()
+    tail = None
+    if with_transactions:
+        assert records > 2 * TAIL, f"--records must be more than {2 * TAIL}"
+        bulk = records - TAIL
+        produce_plain(config, topic, 0, bulk // 2, value_bytes)
+        produce_transaction(config, topic, records, ABORTED, value_bytes, commit=False)
+        produce_plain(config, topic, bulk // 2, bulk - bulk // 2, value_bytes)
+        admin = AdminClient(config)
+        wait_for_markers(admin, topic, PARTITIONS)
+        tail_start = high_watermarks(admin, topic, PARTITIONS, IsolationLevel.READ_COMMITTED)
+        produce_transaction(config, topic, bulk, TAIL, value_bytes, commit=True)
+        wait_for_markers(admin, topic, PARTITIONS)
+    else:
+        produce_plain(config, topic, 0, records, value_bytes)
+    ranges = resolve_offsets(config, Subscription.topics([topic]), "earliest", "latest")
+    if with_transactions:
+        tail = OffsetRanges(tuple(PartitionRange(r.topic, r.partition, tail_start[r.partition],
+                                                 r.stop) for r in ranges.ranges))
+    else:
+        assert ranges.total() == records, ranges
+    print(f"produced {records:,} records into {topic} ({kind}, offsets {ranges.total():,}) in "
+          f"{time.monotonic() - started:.1f}s", flush=True)
+    return topic, ranges, tail
+
+
+def offsets_json(ranges: Any) -> tuple[str, str, str]:
+    """``assign``, ``startingOffsets`` and ``endingOffsets`` of Spark's Kafka source."""
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for r in ranges:
+        assign.setdefault(r.topic, []).append(r.partition)
+        starting.setdefault(r.topic, {})[str(r.partition)] = r.start
+        ending.setdefault(r.topic, {})[str(r.partition)] = r.stop
+    return json.dumps(assign), json.dumps(starting), json.dumps(ending)
+
+
+def spark_source(spark: Any, bootstrap: str, ranges: Any) -> Any:
+    """Spark's own Kafka source over exactly ``ranges``, read_committed."""
+    assign, starting, ending = offsets_json(ranges)
+    return (spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("assign", assign)
+            .option("startingOffsets", starting)
+            .option("endingOffsets", ending)
+            .option("kafka.isolation.level", "read_committed")
+            .option("includeHeaders", "true")  # ingest's default: the same columns
+            .load())
+
+
+def parquet_rows(path: Path) -> int:
+    """The rows of the Parquet files under ``path``."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.read_metadata(f).num_rows for f in path.rglob("*.parquet"))
+
+
+def topic_rows(spark: Any, bootstrap: str, topic: str) -> int:
+    """The records of ``topic`` a read_committed reader sees (Spark's own source), once the
+    last transactions' markers are written."""
+    from confluent_kafka.admin import AdminClient
+
+    from tools.kafka_records import wait_for_markers
+
+    wait_for_markers(AdminClient({"bootstrap.servers": bootstrap}), topic, PARTITIONS, 60)
+    return int(spark.read.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+               .option("subscribe", topic).option("startingOffsets", "earliest")
+               .option("endingOffsets", "latest").option("kafka.isolation.level", "read_committed")
+               .load().count())
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+Run = Callable[[int], tuple[float, dict[str, float]]]
+"""One run of one side (given the round, 0 = warm-up): its wall seconds and CPU seconds by
+kind. It prepares its destination and checks its output itself, untimed."""
+
+
+def measured(action: Callable[[], Any], exclude: tuple[int, ...] = ()
+             ) -> tuple[float, dict[str, float]]:
+    with ProcessTree(exclude) as tree:
+        started = time.perf_counter()
+        action()
+        seconds = time.perf_counter() - started
+    return seconds, dict(tree.cpu_s)
+
+
+def compare(case: str, sides: dict[str, Run], repeats: int, records: int) -> dict[str, Any]:
+    """One warm-up round and ``repeats`` interleaved rounds of every side (the order
+    alternates); per side the runs, medians and spreads."""
+    wall: dict[str, list[float]] = {s: [] for s in sides}
+    cpu: dict[str, list[dict[str, float]]] = {s: [] for s in sides}
+    load: dict[str, list[float]] = {s: [] for s in sides}
+    warmup: dict[str, dict[str, float]] = {}
+    for round_ in range(repeats + 1):
+        order = list(sides) if round_ % 2 else list(reversed(sides))
+        for side in order:
+            before = round(os.getloadavg()[0], 2)
+            seconds, cpu_s = sides[side](round_)
+            per_million = sum(cpu_s.values()) / records * 1e6
+            print(f"{case} round {round_} {side:<6} {seconds:7.2f}s "
+                  f"({records / seconds:>10,.0f} records/s) {per_million:6.2f} CPU-s/M "
+                  f"{ {k: round(v, 2) for k, v in cpu_s.items()} } load {before}", flush=True)
+            if round_ == 0:
+                warmup[side] = {"wall_s": round(seconds, 3),
+                                "cpu_s_per_million": round(per_million, 3)}
+                continue
+            wall[side].append(seconds)
+            cpu[side].append(cpu_s)
+            load[side].append(before)
+    out: dict[str, Any] = {}
+    for side in sides:
+        per_million = [sum(c.values()) / records * 1e6 for c in cpu[side]]
+        out[side] = {
+            "records_per_s": round(records / statistics.median(wall[side])),
+            "records_per_s_spread": spread([records / s for s in wall[side]], 0),
+            "cpu_s_per_million": spread(per_million),
+            "cpu_s_per_million_by_kind": {
+                k: round(statistics.median(c.get(k, 0.0) for c in cpu[side]) / records * 1e6, 3)
+                for k in KINDS},
+            "wall_s": spread(wall[side]),
+            "runs_wall_s": [round(s, 3) for s in wall[side]],
+            "runs_cpu_s_per_million": [round(x, 3) for x in per_million],
+            "loadavg_1m_before_runs": load[side],
+            "warmup": warmup[side],
+        }
+    return out
+
+
+@contextlib.contextmanager
+def scratch_dir(name: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix=f"bench-ingest-{name}-") as folder:
+        yield Path(folder)
+
+
+def fresh(folder: Path) -> Path:
+    return folder / uuid.uuid4().hex[:10]
+
+
+# -- the Spark cases in .venv: parquet, kafka, peers' ours, rss --------------------------------
+
+def case_parquet(spark: Any, bootstrap: str, ranges: Any, committed: int,
+                 repeats: int) -> dict[str, Any]:
+    from airflow_provider_kafka_spark.sinks import FileSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    config = {"bootstrap.servers": bootstrap}
+    with scratch_dir("parquet") as folder:
+        def run(action: Callable[[Path], Any]) -> Run:
+            def side(_round: int) -> tuple[float, dict[str, float]]:
+                path = fresh(folder)
+                result = measured(lambda: action(path))
+                written = parquet_rows(path)
+                assert written == committed, f"parquet: {written} rows, expected {committed}"
+                shutil.rmtree(path)
+                return result
+            return side
+
+        return compare("parquet", {
+            "ours": run(lambda p: ingest(spark, ranges, config, FileSink(str(p)))),
+            "spark": run(lambda p: spark_source(spark, bootstrap, ranges).write.parquet(str(p))),
+        }, repeats, committed)
+
+
+def case_kafka(spark: Any, bootstrap: str, ranges: Any, committed: int,
+               repeats: int) -> dict[str, Any]:
+    """Each write into a fresh topic; the topics are deleted at the end of the case (also on
+    failure): deleting one while Spark's cached Java producer lives on failed its next write
+    (benchmarks/write_throughput.py)."""
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kafka_spark.sinks import KafkaSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    config = {"bootstrap.servers": bootstrap}
+    topics: list[str] = []
+    prefix = f"bench-ingest-{uuid.uuid4().hex[:8]}"  # one per run: its writes share a pool
+
+    def run(action: Callable[[str], Any]) -> Run:
+        def side(_round: int) -> tuple[float, dict[str, float]]:
+            out = f"bench-ingest-out-{uuid.uuid4().hex[:8]}"
+            create_topic(config, out)
+            topics.append(out)
+            result = measured(lambda: action(out))
+            written = topic_rows(spark, bootstrap, out)
+            assert written == committed, f"kafka: {written} records in {out}, expected {committed}"
+            return result
+        return side
+
+    def ours(out: str) -> None:
+        sink = KafkaSink(config, out, delivery_guarantee="exactly_once",
+                         transactional_id_prefix=prefix,
+                         write_id=f"bench-{uuid.uuid4().hex[:12]}")
+        ingest(spark, ranges, config, sink, sql=KAFKA_SQL)
+
+    def theirs(out: str) -> None:
+        (spark_source(spark, bootstrap, ranges).selectExpr("key", "value").write
+         .format("kafka").option("kafka.bootstrap.servers", bootstrap).option("topic", out)
+         .save())
+
+    try:
+        return compare("kafka", {"ours": run(ours), "spark": run(theirs)}, repeats, committed)
+    finally:
+        if topics:
+            admin = AdminClient(config)
+            for future in admin.delete_topics(topics).values():
+                with contextlib.suppress(Exception):
+                    future.result(60)
+
+
+def case_rss(spark: Any, bootstrap: str, sizes: list[int], value_bytes: int) -> dict[str, Any]:
+    """Peak RSS of Spark's JVM and of one Python worker during ``ingest(..., FileSink)`` of the
+    first ``n`` records of one topic, for each ``n`` (smallest first)."""
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kafka_spark.offsets import OffsetRanges, PartitionRange
+    from airflow_provider_kafka_spark.sinks import FileSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    config = {"bootstrap.servers": bootstrap}
+    topic, full, _ = produce_slices(config, max(sizes), value_bytes, with_transactions=False)
+    peaks: dict[int, dict[str, float]] = {}
+    try:
+        with scratch_dir("rss") as folder:
+            for n in sorted(sizes):
+                share = -(-n // PARTITIONS)
+                ranges = OffsetRanges(tuple(PartitionRange(r.topic, r.partition, r.start,
+                                                           min(r.stop, r.start + share))
+                                            for r in full.ranges))
+                path = fresh(folder)
+                with ProcessTree() as tree:
+                    started = time.perf_counter()
+                    ingest(spark, ranges, config, FileSink(str(path)))
+                    seconds = time.perf_counter() - started
+                written = parquet_rows(path)
+                assert written == ranges.total(), f"rss: {written} rows of {ranges.total()}"
+                shutil.rmtree(path)
+                peaks[n] = {"jvm": tree.peak_jvm_rss / 2**20,
+                            "python_worker": tree.peak_python_rss / 2**20}
+                print(f"rss: {written:,} records in {seconds:.1f}s, peak JVM RSS "
+                      f"{peaks[n]['jvm']:.0f} MB, peak Python worker RSS "
+                      f"{peaks[n]['python_worker']:.0f} MB", flush=True)
+    finally:
+        admin = AdminClient(config)  # kept: the futures need their client alive
+        admin.delete_topics([topic])[topic].result(60)
+    small, large = min(sizes), max(sizes)
+    ratios = {k: round(peaks[large][k] / peaks[small][k], 3) for k in ("jvm", "python_worker")}
+    return {
+        "records": sorted(sizes),
+        "peak_rss_mb": {str(n): {k: round(v, 1) for k, v in p.items()} for n, p in peaks.items()},
+        "ratio_by_process": ratios,
+        "rss_ratio_10m_vs_1m": max(ratios.values()),
+    }
+
+
+# -- the peers: Daft and Ray Data in .cache/venv-peers ---------------------------------------
+
+def ensure_peers_venv() -> None:
+    """Make ``.cache/venv-peers`` with Daft and Ray Data from PyPI unless it imports them."""
+    check = [str(PEERS_PYTHON), "-c", "import daft, ray.data, confluent_kafka, psutil"]
+    if PEERS_PYTHON.exists() and subprocess.run(check, capture_output=True).returncode == 0:
+        return
+    print(f"making {PEERS_VENV.relative_to(ROOT)} ({', '.join(PEER_PACKAGES)})", flush=True)
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
+    if uv:
+        subprocess.run([uv, "venv", "-q", "--python", "3.11", str(PEERS_VENV)], check=True)
+        subprocess.run([uv, "pip", "install", "-q", "--python", str(PEERS_PYTHON),
+                        *PEER_PACKAGES], check=True)
+    else:
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run([str(PEERS_PYTHON), "-m", "pip", "install", "-q", *PEER_PACKAGES],
+                       check=True)
+    subprocess.run(check, check=True)
+
+
+class Peer:
+    """One long-lived peer process (``--peer NAME`` in the peers' venv): JSON commands on its
+    stdin, JSON answers on its stdout; its log goes to ``log``."""
+
+    def __init__(self, name: str, bootstrap: str, log: Path) -> None:
+        self.name = name
+        self._log = log.open("w")
+        self.process = subprocess.Popen(
+            [str(PEERS_PYTHON), __file__, "--peer", name, "--bootstrap", bootstrap],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
+            cwd=ROOT)
+        self.hello = self._answer()
+
+    def read(self, topic: str, ranges: Any, out: Path, timeout_ms: int | None
+             ) -> dict[str, Any]:
+        command = {"topic": topic, "out": str(out), "timeout_ms": timeout_ms,
+                   "start": {r.partition: r.start for r in ranges},
+                   "end": {r.partition: r.stop for r in ranges}}
+        assert self.process.stdin is not None
+        self.process.stdin.write(json.dumps(command) + "\n")
+        self.process.stdin.flush()
+        return self._answer()
+
+    def _answer(self) -> dict[str, Any]:
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], PEER_ANSWER_TIMEOUT)
+        if not ready:
+            raise RuntimeError(f"peer {self.name} did not answer in {PEER_ANSWER_TIMEOUT:.0f}s; "
+                               f"see {self._log.name}")
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"peer {self.name} exited ({self.process.wait()}); see "
+                               f"{self._log.name}")
+        answer = json.loads(line)
+        if "error" in answer:
+            raise RuntimeError(f"peer {self.name}: {answer['error']}")
+        return answer
+
+    def stop(self) -> None:
+        """Close its stdin (it shuts Ray down and exits); after 60 s, kill it and every
+        process under it, by pid."""
+        import psutil
+
+        try:
+            below = psutil.Process(self.process.pid).children(recursive=True)
+        except psutil.Error:
+            below = []
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(30)
+        for child in below:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        self._log.close()
+
+
+def peer_main(name: str, bootstrap: str) -> int:
+    """The peer process: read bounded slices with Daft or Ray Data into Parquet, timing and
+    measuring itself (this process and everything under it, e.g. Ray's processes)."""
+    protocol = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever the libraries print goes to the log
+
+    def answer(message: dict[str, Any]) -> None:
+        protocol.write(json.dumps(message) + "\n")
+        protocol.flush()
+
+    if name == "daft":
+        import daft
+
+        version = daft.__version__
+
+        def read(c: dict[str, Any]) -> None:
+            start = {int(p): o for p, o in c["start"].items()}
+            end = {int(p): o for p, o in c["end"].items()}
+            extra = {"timeout_ms": c["timeout_ms"]} if c["timeout_ms"] else {}
+            daft.read_kafka(bootstrap, c["topic"], start=start, end=end, **extra) \
+                .write_parquet(c["out"])
+    else:
+        import ray
+        import ray.data
+
+        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=2 * 2**30,
+                 log_to_driver=False)
+        ray.data.DataContext.get_current().enable_progress_bars = False
+        version = ray.__version__
+
+        def read(c: dict[str, Any]) -> None:
+            start = {c["topic"]: {int(p): o for p, o in c["start"].items()}}
+            end = {c["topic"]: {int(p): o for p, o in c["end"].items()}}
+            ray.data.read_kafka(c["topic"], bootstrap_servers=bootstrap, start_offset=start,
+                                end_offset=end, timeout_ms=c["timeout_ms"]) \
+                .drop_columns(["headers"]).write_parquet(c["out"])
+
+    answer({"peer": name, "version": version, "pid": os.getpid()})
+    try:
+        for line in sys.stdin:
+            command = json.loads(line)
+            try:
+                seconds, cpu_s = measured(lambda: read(command))  # noqa: B023
+            except Exception as exc:  # reported to the parent, which fails the run
+                answer({"error": f"{type(exc).__name__}: {exc}"})
+                continue
+            answer({"seconds": seconds, "cpu_s": cpu_s})
+    finally:
+        if name == "ray":
+            ray.shutdown()
+    return 0
+
+
+def case_peers(spark: Any, bootstrap: str, plain: tuple[str, Any], tail: Any, committed: int,
+               repeats: int, stall_timeout: float, daft_timeout_ms: int) -> dict[str, Any]:
+    from airflow_provider_kafka_spark.sinks import FileSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    ensure_peers_venv()
+    config = {"bootstrap.servers": bootstrap}
+    topic, ranges = plain
+    peers: dict[str, Peer] = {}
+    with scratch_dir("peers") as folder:
+        try:
+            for name in ("daft", "ray"):
+                peers[name] = Peer(name, bootstrap, folder / f"{name}.log")
+            idle = tuple(p.process.pid for p in peers.values())
+
+            def ours(_round: int) -> tuple[float, dict[str, float]]:
+                path = fresh(folder)
+                result = measured(lambda: ingest(spark, ranges, config, FileSink(str(path))),
+                                  exclude=idle)
+                written = parquet_rows(path)
+                assert written == committed, f"peers ours: {written} rows, expected {committed}"
+                shutil.rmtree(path)
+                return result
+
+            def peer(name: str) -> Run:
+                def side(_round: int) -> tuple[float, dict[str, float]]:
+                    path = fresh(folder)
+                    # the plain slice ends at the high watermarks: Ray waits for nothing
+                    timeout = daft_timeout_ms if name == "daft" else 600_000
+                    answer = peers[name].read(topic, ranges, path, timeout)
+                    written = parquet_rows(path)
+                    assert written == committed, f"{name}: {written} rows, expected {committed}"
+                    shutil.rmtree(path)
+                    return answer["seconds"], answer["cpu_s"]
+                return side
+
+            result = compare("peers", {"ours": ours, "daft": peer("daft"), "ray": peer("ray")},
+                             repeats, committed)
+            stall = stall_times(spark, config, peers, tail, folder, stall_timeout)
+            versions = {name: p.hello["version"] for name, p in peers.items()}
+        finally:
+            for p in peers.values():
+                p.stop()
+    return {"sides": result, "stall": stall, "versions": versions,
+            "daft_timeout_ms": daft_timeout_ms}
+
+
+def stall_times(spark: Any, config: dict[str, Any], peers: dict[str, Peer], tail: Any,
+                folder: Path, stall_timeout: float) -> dict[str, Any]:
+    """Each reader on the last ``TAIL`` records of the transactional slice (one committed
+    transaction; every partition ends in its commit marker)."""
+    from airflow_provider_kafka_spark.sinks import FileSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    topic = next(iter(tail)).topic
+    timeouts = {"daft": None, "ray": int(stall_timeout * 1000)}
+    out: dict[str, Any] = {"records": TAIL, "topic_offsets": tail.total()}
+    path = fresh(folder)
+    started = time.perf_counter()
+    ingest(spark, tail, config, FileSink(str(path)))
+    out["ours"] = {"seconds": round(time.perf_counter() - started, 3),
+                   "records_written": parquet_rows(path)}
+    for name, peer in peers.items():
+        path = fresh(folder)
+        answer = peer.read(topic, tail, path, timeouts[name])
+        out[name] = {"seconds": round(answer["seconds"], 3),
+                     "records_written": parquet_rows(path),
+                     "timeout_ms": timeouts[name] or "the reader's default (10000)"}
+    print(f"stall ({TAIL} records ending in a commit marker): "
+          + ", ".join(f"{k} {v['seconds']:.2f}s/{v['records_written']} records"
+                      for k, v in out.items() if isinstance(v, dict)), flush=True)
+    return out
+
+
+# -- the table cases in .venv-tables -------------------------------------------------------
+
+def run_tables_phase(bootstrap: str, ranges: Any, committed: int, cases: list[str],
+                     args: argparse.Namespace, folder: Path) -> dict[str, Any]:
+    """This script under ``.venv-tables`` (``--tables-phase``) with the same broker and
+    ranges; stopped by its pid if this process fails."""
+    ranges_file, out_file = folder / "ranges.json", folder / "tables.json"
+    ranges_file.write_text(ranges.to_json())
+    command = [str(TABLES_PYTHON), __file__, "--tables-phase", str(ranges_file),
+               "--committed", str(committed), "--bootstrap", bootstrap,
+               "--cases", ",".join(cases), "--repeats", str(args.repeats),
+               "--master", args.master, "--driver-memory", args.driver_memory,
+               "--out", str(out_file)]
+    process = subprocess.Popen(command, cwd=ROOT)
+    try:
+        code = process.wait()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    if code != 0:
+        raise RuntimeError(f"the tables phase failed ({code}): {' '.join(command)}")
+    return json.loads(out_file.read_text())
+
+
+def tables_main(args: argparse.Namespace) -> int:
+    import pyspark
+
+    from airflow_provider_kafka_spark.offsets import OffsetRanges
+    from airflow_provider_kafka_spark.sinks.tables import DeltaSink, IcebergSink
+    from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars, ingest, spark_session
+    from benchmarks.table_write import APPLICATION, SQL, Tables, tables_conf
+    from tools.tables_jars import fetch_table_jars
+
+    ranges = OffsetRanges.from_json(Path(args.tables_phase).read_text())
+    config = {"bootstrap.servers": args.bootstrap}
+    # Spark's Kafka source for this PySpark, beside .venv's (keyed on the PySpark version)
+    jars = fetch_table_jars() + fetch_spark_kafka_jars(
+        SPARK_KAFKA_POM, ROOT / ".cache" / "spark-kafka" / "jars-tables")
+    result: dict[str, Any] = {}
+    with scratch_dir("tables") as folder:
+        warehouse = folder / "warehouse"
+        warehouse.mkdir()
+        spark = spark_session(args.master, app_name="ingest-benchmark-tables", jars=jars,
+                              conf=tables_conf(warehouse, args.driver_memory))
+        try:
+            tables = Tables(spark, warehouse)
+
+            def write(fmt: str, table: str, ours: bool) -> None:
+                if ours:
+                    sink_type = IcebergSink if fmt == "iceberg" else DeltaSink
+                    sink = sink_type(table, application=APPLICATION,
+                                     run=f"bench-{uuid.uuid4().hex[:12]}")
+                    ingest(spark, ranges, config, sink, sql=SQL)
+                    return
+                spark_source(spark, args.bootstrap, ranges).createOrReplaceTempView("kafka")
+                df = spark.sql(SQL)
+                if fmt == "iceberg":
+                    df.writeTo(table).append()
+                else:
+                    df.write.format("delta").mode("append").save(table)
+
+            def run(fmt: str, ours: bool) -> Run:
+                def side(round_: int) -> tuple[float, dict[str, float]]:
+                    # ours' tables have the write id column after the warm-up, as
+                    # table_write.py's (every run after an application's first finds it)
+                    table = tables.create(fmt, with_write_column=ours and round_ > 0)
+                    result = measured(lambda: write(fmt, table, ours))
+                    written = tables.count(fmt, table)
+                    assert written == args.committed, f"{fmt}: {written} rows"
+                    tables.drop(fmt, table)
+                    return result
+                return side
+
+            for fmt in [c for c in args.cases.split(",") if c in ("iceberg", "delta")]:
+                result[fmt] = compare(fmt, {"ours": run(fmt, True), "spark": run(fmt, False)},
+                                      args.repeats, args.committed)
+            jvm: Any = spark.sparkContext._jvm
+            result["versions"] = {
+                "pyspark": pyspark.__version__,
+                "java": jvm.java.lang.System.getProperty("java.version"),
+                "jars": sorted(p.name for p in jars if any(
+                    k in p.name for k in ("iceberg", "delta", "kafka")))}
+        finally:
+            spark.stop()
+    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
+    return 0
+
+
+# -- the report ----------------------------------------------------------------------------
+
+def ratios(cases: dict[str, Any]) -> dict[str, Any]:
+    """``ratio_<case>_vs_<peer>`` and ``ratio_cpu_...`` (ours / theirs) of the cases run."""
+    sides = {"parquet_vs_spark": ("parquet", "spark"), "kafka_vs_spark": ("kafka", "spark"),
+             "iceberg_vs_spark": ("iceberg", "spark"), "delta_vs_spark": ("delta", "spark"),
+             "parquet_vs_daft": ("peers", "daft"), "parquet_vs_ray": ("peers", "ray")}
+    out: dict[str, Any] = {}
+    for key, (case, peer) in sides.items():
+        found = cases.get(case)
+        found = found.get("sides", found) if found else None
+        if not found:
+            out[f"ratio_{key}"] = out[f"ratio_cpu_{key}"] = None
+            continue
+        ours, theirs = found["ours"], found[peer]
+        out[f"ratio_{key}"] = round(ours["records_per_s"] / theirs["records_per_s"], 3)
+        out[f"ratio_cpu_{key}"] = round(ours["cpu_s_per_million"]["median"]
+                                        / theirs["cpu_s_per_million"]["median"], 3)
+    return out
+
+
+def target_lines(result: dict[str, Any]) -> list[str]:
+    lines = []
+    for key, (speed, cost) in TARGETS.items():
+        for name, target, sign in ((f"ratio_{key}", speed, ">="), (f"ratio_cpu_{key}", cost, "<=")):
+            value = result.get(name)
+            shown = "not run" if value is None else f"{value:.2f}x"
+            met = "" if value is None else (
+                "  met" if (value >= target if sign == ">=" else value <= target) else "  missed")
+            lines.append(f"{name:<30} {shown:>8}   target {sign} {target}x{met}")
+    value = result.get("rss_ratio_10m_vs_1m")
+    shown = "not run" if value is None else f"{value:.2f}x"
+    met = "" if value is None else ("  met" if value <= RSS_TARGET else "  missed")
+    lines.append(f"{'rss_ratio_10m_vs_1m':<30} {shown:>8}   target <= {RSS_TARGET}x{met}")
+    return lines
+
+
+def chart(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bars: list[tuple[str, dict[str, Any]]] = []
+    for case in ("parquet", "kafka", "iceberg", "delta", "peers"):
+        found = result["cases"].get(case)
+        if not found:
+            continue
+        for side, numbers in found.get("sides", found).items():
+            bars.append((f"{case}\n{side}", numbers))
+    if not bars:
+        return
+    colors = ["#2f6db5" if label.endswith("ours") else "#e08a1e" for label, _ in bars]
+    labels = [label for label, _ in bars]
+    fig, (speed, cost) = plt.subplots(1, 2, figsize=(max(10, 1.3 * len(bars) * 2), 4.8))
+    spreads = [n["records_per_s_spread"] for _, n in bars]
+    medians = [n["records_per_s"] / 1000 for _, n in bars]
+    errors = [[m - s["min"] / 1000 for m, s in zip(medians, spreads, strict=True)],
+              [s["max"] / 1000 - m for m, s in zip(medians, spreads, strict=True)]]
+    drawn = speed.bar(labels, medians, color=colors, yerr=errors, capsize=4)
+    speed.bar_label(drawn, fmt="%.0f k", label_type="center", color="white", fontsize=8)
+    speed.set_ylabel("records per second (thousands)")
+    speed.set_title("records/s (bars: median, whiskers: min-max; blue: ingest)", fontsize=10)
+    speed.tick_params(axis="x", labelsize=8)
+    cpu_panel(cost, labels, colors, [n["cpu_s_per_million"] for _, n in bars], "CPU")
+    cost.tick_params(axis="x", labelsize=8)
+    fig.suptitle(f"Ingest of {result['records']:,} committed records x {result['value_bytes']} B, "
+                 f"{PARTITIONS} partitions, {result['spark_master']}, {result['repeats']} "
+                 "interleaved rounds", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=2_000_000,
+                        help="committed records of the slice")
+    parser.add_argument("--value-bytes", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=5, help="rounds after the warm-up")
+    parser.add_argument("--cases", default=",".join(CASES),
+                        help=f"a subset of {','.join(CASES)}")
+    parser.add_argument("--rss-records", default="1000000,10000000",
+                        help="slice sizes of the rss case ('' skips it)")
+    parser.add_argument("--stall-timeout", type=float, default=10.0,
+                        help="Ray's timeout_ms on the stall slice, in seconds (Ray has no "
+                             "default: it would wait forever); Daft keeps its own, 10 s")
+    parser.add_argument("--daft-timeout-ms", type=int, default=1000,
+                        help="Daft's timeout_ms in the throughput runs (it waits that long at "
+                             "the end of each partition)")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--driver-memory", default="2g")
+    parser.add_argument("--bootstrap", help="bootstrap.servers of a running broker")
+    parser.add_argument("--out", type=Path, default=RESULTS / "ingest.json")
+    # the script's own subprocesses
+    parser.add_argument("--peer", choices=("daft", "ray"), help=argparse.SUPPRESS)
+    parser.add_argument("--tables-phase", help=argparse.SUPPRESS)
+    parser.add_argument("--committed", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    # a SIGTERM (e.g. timeout) runs the finally blocks: subprocesses, Spark and broker stopped
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.peer:
+        return peer_main(args.peer, args.bootstrap)
+    if args.tables_phase:
+        return tables_main(args)
+
+    import pyspark
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars, spark_session
+    from airflow_provider_kafka_spark.spark.native import librdkafka_version
+    from tools.local_broker import local_broker
+
+    cases = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = set(cases) - set(CASES)
+    if unknown:
+        parser.error(f"unknown cases {sorted(unknown)}; choose from {','.join(CASES)}")
+    sizes = [int(n) for n in args.rss_records.split(",") if n.strip()]
+    if not sizes and "rss" in cases:
+        cases.remove("rss")
+    spark_cases = [c for c in cases if c in ("parquet", "kafka", "peers", "rss")]
+    table_cases = [c for c in cases if c in ("iceberg", "delta")]
+    if table_cases and not TABLES_PYTHON.exists():
+        parser.error(f"{','.join(table_cases)} need {TABLES_PYTHON} (make tables-setup)")
+    results: dict[str, Any] = {}
+    jars = fetch_spark_kafka_jars(SPARK_KAFKA_POM, ROOT / ".cache" / "spark-kafka" / "jars")
+    with local_broker(args.bootstrap) as bootstrap, scratch_dir("main") as folder:
+        config = {"bootstrap.servers": bootstrap}
+        topics: list[str] = []
+        try:
+            txn_topic, ranges, tail = produce_slices(config, args.records, args.value_bytes,
+                                                     with_transactions=True)
+            topics.append(txn_topic)
+            if "peers" in cases:
+                plain_topic, plain_ranges, _ = produce_slices(
+                    config, args.records, args.value_bytes, with_transactions=False)
+                topics.append(plain_topic)
+            if spark_cases:
+                spark = spark_session(args.master, app_name="ingest-benchmark", jars=jars,
+                                      conf={"spark.ui.enabled": "false",
+                                            "spark.ui.showConsoleProgress": "false",
+                                            "spark.driver.memory": args.driver_memory})
+                try:
+                    if "parquet" in cases:
+                        results["parquet"] = case_parquet(spark, bootstrap, ranges,
+                                                          args.records, args.repeats)
+                    if "kafka" in cases:
+                        results["kafka"] = case_kafka(spark, bootstrap, ranges, args.records,
+                                                      args.repeats)
+                    if "peers" in cases:
+                        results["peers"] = case_peers(
+                            spark, bootstrap, (plain_topic, plain_ranges), tail, args.records,
+                            args.repeats, args.stall_timeout, args.daft_timeout_ms)
+                    if "rss" in cases:
+                        results["rss"] = case_rss(spark, bootstrap, sizes, args.value_bytes)
+                finally:
+                    spark.stop()
+            if table_cases:
+                tables = run_tables_phase(bootstrap, ranges, args.records, table_cases, args,
+                                          folder)
+                results["tables_versions"] = tables.pop("versions")
+                results.update(tables)
+        finally:
+            if topics:
+                admin = AdminClient(config)
+                for future in admin.delete_topics(topics).values():
+                    with contextlib.suppress(Exception):
+                        future.result(60)
+
+    result: dict[str, Any] = {
+        "records": args.records,
+        "value_bytes": args.value_bytes,
+        "key_bytes": 12,
+        "partitions": PARTITIONS,
+        "transactions": f"one aborted ({ABORTED} records) in the middle, one committed (the last "
+                        f"{TAIL} records) at the end; offsets {ranges.total():,}",
+        "repeats": args.repeats,
+        "spark_master": args.master,
+        "cases_run": cases,
+        **ratios(results),
+        "rss_ratio_10m_vs_1m": results.get("rss", {}).get("rss_ratio_10m_vs_1m"),
+        "targets": {**{f"ratio_{k}": f">= {s}" for k, (s, _) in TARGETS.items()},
+                    **{f"ratio_cpu_{k}": f"<= {c}" for k, (_, c) in TARGETS.items()},
+                    "rss_ratio_10m_vs_1m": f"<= {RSS_TARGET}"},
+        "what": {
+            "ratio_<case>_vs_<peer>": "ours / theirs, median records per second",
+            "ratio_cpu_<case>_vs_<peer>": "ours / theirs, median CPU seconds per million "
+                                          "records of every process (JVM, Python workers, "
+                                          "driver; the peers' own processes)",
+            "kafka": f"ours: KafkaSink exactly_once, sql={KAFKA_SQL!r}; spark: Spark's source "
+                     ".selectExpr('key','value') -> Spark's Kafka sink (at-least-once); a fresh "
+                     "6-partition topic per write, counted read_committed",
+            "tables": "benchmarks/table_write.py's tables (fresh per run) and SQL; in "
+                      ".venv-tables",
+            "peers": "the plain slice (no transactions) into Parquet; Daft and Ray in "
+                     ".cache/venv-peers, one process each, timed and measured by themselves; "
+                     "Ray with 2 CPUs; Daft with timeout_ms=--daft-timeout-ms (its wall "
+                     "includes that wait once per partition: see DAFT's comment in the script)",
+        },
+        "cases": {k: v for k, v in results.items() if k in CASES},
+        "environment": {
+            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "pyspark": pyspark.__version__, "librdkafka_native": librdkafka_version(),
+            "spark_kafka_jars": (ROOT / ".cache" / "spark-kafka" / "jars" / ".version")
+            .read_text().strip(),
+            "peers": results.get("peers", {}).get("versions"),
+            "tables": results.get("tables_versions"),
+        },
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    chart(result, args.out.with_suffix(".png"))
+    for case, found in result["cases"].items():
+        for side, numbers in (found.get("sides", found).items() if case != "rss" else ()):
+            print(f"{case:<8} {side:<6} {numbers['records_per_s']:>10,} records/s "
+                  f"({numbers['records_per_s_spread']['min']:,.0f} - "
+                  f"{numbers['records_per_s_spread']['max']:,.0f}), "
+                  f"{numbers['cpu_s_per_million']['median']:.2f} CPU-s/M "
+                  f"({numbers['cpu_s_per_million']['min']:.2f} - "
+                  f"{numbers['cpu_s_per_million']['max']:.2f})")
+    print("\n".join(target_lines(result)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
