@@ -60,7 +60,9 @@ class ParquetFolder:
               batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Write ``batches`` (split ``index``) into a new file of the folder; yield the report."""
         codec = "none" if self.compression == "uncompressed" else self.compression
-        name = f"part-{index:05d}-{uuid.uuid4().hex}.{codec}.parquet".replace(".none.", ".")
+        # Named as Spark names its part files (the split's index, a UUID, the codec).
+        suffix = "parquet" if codec == "none" else f"{codec}.parquet"
+        name = f"part-{index:05d}-{uuid.uuid4()}-c000.{suffix}"
         path = os.path.join(self.path, name)
         counts, writer = SplitCounts(), None
         group: list[pa.RecordBatch] = []  # the next row group, at most ROW_GROUP_BYTES
