@@ -89,8 +89,15 @@ def keep_only(files: Files, notes: Notes, layout: Layout, path: str,
     the empty write's output stays: a folder with the output's schema and no rows."""
     if not names:
         return
-    kept = set(names)
-    for name in files.names(layout.staging):
+    kept, present = set(names), set(files.names(layout.staging))
+    if not kept <= present:
+        raise SinkError(
+            f"the file sink's staging folder for {path!r} lacks {sorted(kept - present)[:3]}, "
+            "which the readers reported writing: the executors write to a file system this "
+            "driver does not see (a local path on a cluster of several machines). Write to a "
+            "file system every machine shares (hdfs:, s3a:, or a shared mount). Nothing was "
+            "published.")
+    for name in present:
         if name not in kept:
             files.delete(files.child(layout.staging, name), False)
     files.write_text(files.child(layout.staging, "_SUCCESS"), "")
