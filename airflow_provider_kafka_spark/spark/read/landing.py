@@ -65,7 +65,7 @@ class ParquetFolder:
         name = f"part-{index:05d}-{uuid.uuid4()}-c000.{suffix}"
         path = os.path.join(self.path, name)
         counts, writer = SplitCounts(), None
-        group: list[pa.RecordBatch] = []  # the next row group, at most ROW_GROUP_BYTES
+        group: list[pa.RecordBatch] = []  # the next row group, written once about ROW_GROUP_BYTES
 
         def flush() -> None:
             table = pa.Table.from_batches(group)
