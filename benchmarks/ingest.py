@@ -104,6 +104,18 @@ RSS_TARGET = 1.3
 
 # -- the data ------------------------------------------------------------------------------
 
+
+def delete_topics(config: dict[str, Any], topics: list[str]) -> None:
+    """Delete ``topics`` (best effort: the run's results do not depend on it)."""
+    from confluent_kafka.admin import AdminClient
+
+    if not topics:
+        return
+    admin = AdminClient(config)  # referenced until its futures resolve
+    for future in admin.delete_topics(topics).values():
+        with contextlib.suppress(Exception):
+            future.result(60)
+
 def create_topic(config: dict[str, Any], topic: str, timeout: float = 30.0) -> None:
     """``topic`` with ``PARTITIONS`` partitions, once every partition has a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
@@ -357,7 +369,6 @@ def case_kafka(spark: Any, bootstrap: str, ranges: Any, committed: int,
     """Each write into a fresh topic; the topics are deleted at the end of the case (also on
     failure): deleting one while Spark's cached Java producer lives on failed its next write
     (benchmarks/write_throughput.py)."""
-    from confluent_kafka.admin import AdminClient
 
     from airflow_provider_kafka_spark.sinks import KafkaSink
     from airflow_provider_kafka_spark.spark import ingest
@@ -391,11 +402,7 @@ def case_kafka(spark: Any, bootstrap: str, ranges: Any, committed: int,
     try:
         return compare("kafka", {"ours": run(ours), "spark": run(theirs)}, repeats, committed)
     finally:
-        if topics:
-            admin = AdminClient(config)
-            for future in admin.delete_topics(topics).values():
-                with contextlib.suppress(Exception):
-                    future.result(60)
+        delete_topics(config, topics)
 
 
 def case_rss(spark: Any, bootstrap: str, sizes: list[int], value_bytes: int) -> dict[str, Any]:
@@ -846,7 +853,6 @@ def main() -> int:
         return tables_main(args)
 
     import pyspark
-    from confluent_kafka.admin import AdminClient
 
     from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars, spark_session
     from airflow_provider_kafka_spark.spark.native import librdkafka_version
@@ -902,11 +908,7 @@ def main() -> int:
                 results["tables_versions"] = tables.pop("versions")
                 results.update(tables)
         finally:
-            if topics:
-                admin = AdminClient(config)
-                for future in admin.delete_topics(topics).values():
-                    with contextlib.suppress(Exception):
-                        future.result(60)
+            delete_topics(config, topics)
 
     result: dict[str, Any] = {
         "records": args.records,
