@@ -134,18 +134,14 @@ def kafka_admin(kafka_config: dict[str, Any]) -> Any:
 @pytest.fixture
 def new_topic(kafka_admin: Any) -> Iterator[Callable[..., str]]:
     """Factory: ``new_topic(partitions=3, **topic_config)`` creates a random topic, deleted after."""
-    from confluent_kafka.admin import NewTopic
+    from tests.support.topics import create_topic
 
     created: list[str] = []
 
     def create(partitions: int = 3, prefix: str = "t", **config: str) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        futures = kafka_admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, config=config)]
-        )
-        futures[name].result(timeout=30)
         created.append(name)
-        return name
+        return create_topic(kafka_admin, name, partitions, **config)
 
     yield create
     if created:

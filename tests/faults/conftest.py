@@ -5,16 +5,16 @@ started again after it."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
-from tests.support.faults import has_leaders, settle
+from tests.support.faults import settle
+from tests.support.topics import create_topic
 from tools.local_broker import LocalCluster, local_cluster
 
 
@@ -55,13 +55,8 @@ def cluster_topic(cluster_admin: AdminClient) -> Iterator[Callable[..., str]]:
 
     def create(partitions: int = 3, **config: str) -> str:
         name = f"f-{uuid.uuid4().hex[:10]}"
-        cluster_admin.create_topics([NewTopic(name, partitions, config=config)])[name].result(30)
         created.append(name)
-        deadline = time.monotonic() + 30
-        while not has_leaders(cluster_admin, name, partitions):
-            assert time.monotonic() < deadline, f"{name} has no leaders after 30 s"
-            time.sleep(0.2)
-        return name
+        return create_topic(cluster_admin, name, partitions, **config)
 
     yield create
     if created:

@@ -33,6 +33,7 @@ from airflow_provider_kafka_spark.spark import (
     summarize,
 )
 from airflow_provider_kafka_spark.spark.read.datasource import read_options
+from tests.support.topics import create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -94,12 +95,10 @@ def test_an_unreachable_cluster_is_an_offset_resolution_error(
 @pytest.fixture(scope="module")
 def records(kafka_config: dict[str, Any], kafka_admin: Any) -> Iterator[OffsetRanges]:
     """A topic with three records: the ranges of all of them."""
-    from confluent_kafka.admin import NewTopic
-
     from tools.kafka_records import produce
 
     name = f"hostile-read-{uuid.uuid4().hex[:8]}"
-    kafka_admin.create_topics([NewTopic(name, 1)])[name].result(30)
+    create_topic(kafka_admin, name, 1)
     produce(kafka_config, name, [(0, None, b"v", int(time.time() * 1000))] * 3)
     yield OffsetRanges((PartitionRange(name, 0, 0, 3),))
     kafka_admin.delete_topics([name])[name].result(30)

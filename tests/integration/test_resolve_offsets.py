@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, IsolationLevel, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from airflow_provider_kafka_spark.offsets import (
     CommitError,
@@ -34,6 +34,7 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
     resolve_offsets,
 )
+from tests.support.topics import create_topic
 from tools.kafka_records import (
     MINUTE_MS,
     consume_all,
@@ -55,7 +56,7 @@ def at(minute: float) -> int:
 @pytest.fixture(scope="module")
 def topic(kafka_config: dict[str, Any], kafka_admin: AdminClient):
     name = f"resolve-{uuid.uuid4().hex[:10]}"
-    kafka_admin.create_topics([NewTopic(name, 3)])[name].result(30)
+    create_topic(kafka_admin, name, 3)
     produce(kafka_config, name, [(0, f"p0-{i}".encode(), b"v", at(i)) for i in range(10)])
 
     tx = transactional_producer(kafka_config)

@@ -20,14 +20,14 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecuredBroker]
 @pytest.fixture(scope="session")
 def secured_topic(secured: SecuredBroker) -> Callable[..., str]:
     """``secured_topic(partitions=2)``: a new topic, created through the SASL listener."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.topics import create_topic
 
     admin = AdminClient(secured.client_config("sasl_plaintext"))
 
     def create(partitions: int = 2) -> str:
         name = f"s-{uuid.uuid4().hex[:10]}"
-        admin.create_topics([NewTopic(name, num_partitions=partitions,
-                                      replication_factor=1)])[name].result(timeout=30)
-        return name
+        return create_topic(admin, name, partitions, replication_factor=1)
 
     return create

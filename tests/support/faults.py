@@ -16,7 +16,7 @@ from tools.fault_workloads import SLOW_FETCH, fill, rows_of, slow_input
 from tools.local_broker import LocalCluster
 
 __all__ = ["SLOW_FETCH", "Background", "coordinator_partition", "fill", "group_coordinator",
-           "has_leaders", "java_hash", "leader_of", "rows_of", "settle", "slow_input",
+           "java_hash", "leader_of", "rows_of", "settle", "slow_input",
            "transaction_coordinator"]
 
 
@@ -24,11 +24,6 @@ def settle(cluster: LocalCluster) -> None:
     took = cluster.settle()
     if took > 10:
         print(f"the cluster settled in {took:.0f}s")
-
-
-def has_leaders(admin: AdminClient, topic: str, partitions: int) -> bool:
-    found = admin.list_topics(topic, timeout=10).topics[topic].partitions
-    return len(found) == partitions and all(p.leader >= 0 for p in found.values())
 
 
 def leader_of(admin: AdminClient, topic: str, partition: int) -> int:

@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from hypothesis import strategies as st
 
 from airflow_provider_kafka_spark.offsets import (
@@ -50,6 +50,7 @@ from airflow_provider_kafka_spark.offsets.completeness import check_interval_com
 from airflow_provider_kafka_spark.operators.commit import KafkaCommitOffsetsOperator
 from airflow_provider_kafka_spark.operators.resolve import KafkaResolveOffsetsOperator
 from airflow_provider_kafka_spark.spark import kafka_errors, read_kafka
+from tests.support.topics import create_topic
 
 # What a broker answers while a new topic's leadership settles (the leader epoch asked for
 # may be newer than the one the broker knows yet: seen once in CI under load).
@@ -305,8 +306,7 @@ def run_program(kafka_config: dict[str, Any], admin: AdminClient, spark: Any,
     """Run one example (see the module doc); raises AssertionError on a violated property."""
     ops, ends = program
     topic = f"model-{uuid.uuid4().hex[:10]}"
-    admin.create_topics([NewTopic(topic, PARTITIONS, config={"retention.ms": "-1"})])[
-        topic].result(30)
+    create_topic(admin, topic, PARTITIONS, **{"retention.ms": "-1"})
     base_ms = (int(time.time() * 1000) - 30 * 60_000) // 1000 * 1000
     # A client of its own: a long-lived one may cache the new topic's leaderless metadata.
     admin = AdminClient(kafka_config)

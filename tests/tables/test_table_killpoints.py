@@ -43,11 +43,13 @@ def topic(kafka_config: dict[str, Any]) -> Any:
     """A 3-partition topic holding 30 records per partition (offsets 0..29)."""
     import uuid
 
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.topics import create_topic
 
     name = f"table-kill-{uuid.uuid4().hex[:10]}"
     admin = AdminClient(kafka_config)
-    admin.create_topics([NewTopic(name, 3)])[name].result(30)
+    create_topic(admin, name, 3)
     data = [(p, f"k{p}-{i}".encode(), f"v{p}-{i}".encode(), NOW + i)
             for i in range(PER_PARTITION) for p in range(3)]
     produce(kafka_config, name, data)

@@ -45,11 +45,13 @@ def topic(kafka_config: dict[str, Any]) -> Any:
     """A 3-partition topic holding 20 records per partition (offsets 0..19)."""
     import uuid
 
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.topics import create_topic
 
     name = f"tables-{uuid.uuid4().hex[:10]}"
     admin = AdminClient(kafka_config)
-    admin.create_topics([NewTopic(name, 3)])[name].result(30)
+    create_topic(admin, name, 3)
     data = records(3, 20)
     produce(kafka_config, name, data)
     yield name, data
