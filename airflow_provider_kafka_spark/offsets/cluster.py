@@ -5,6 +5,10 @@ deadline.
 Every question is batched: one metadata call, and one ``list_offsets`` call per kind of
 offset (earliest, latest, a timestamp) for all partitions together. Errors name the cluster
 and say how to reach it (:func:`cluster_failure`).
+
+Two waits: an operation's first request, for the cluster's metadata (:func:`reach_cluster`),
+waits at most :data:`CONNECT_TIMEOUT_S` for some broker to answer; the operation's own
+``timeout`` bounds everything, including the asking again while the cluster settles.
 """
 
 from __future__ import annotations
@@ -77,9 +81,17 @@ seconds later; a request stuck on it must not use up the whole timeout."""
 AUTHENTICATION_PROBE_S = 1.0
 """Seconds of each metadata request before the client is polled for authentication failures."""
 
-REACH_HELP = ("Check that bootstrap.servers is right and that the brokers are up and reachable "
-              "from here (host, port, advertised listeners, firewall, security.protocol), or "
-              "raise timeout=.")
+CONNECT_TIMEOUT_S = 10.0
+"""Seconds an operation's first request, for the cluster's metadata, waits for some broker of
+``bootstrap.servers`` to answer (the operation's ``timeout`` when that is shorter). No answer
+by then means a wrong address, brokers that are down, or a network or TLS setup that keeps
+this client out: the operation fails then, not after its whole ``timeout``, which is for a
+cluster that answers but is slow to settle (a leader or coordinator moving). The same as
+``write_kafka``'s default ``metadata_timeout_s``."""
+
+REACHABLE = ("Check that bootstrap.servers is right and that the brokers are up and reachable "
+             "from here (host, port, advertised listeners, firewall, security.protocol)")
+REACH_HELP = f"{REACHABLE}, or raise timeout=."
 
 
 def admin_client(kafka_config: Mapping[str, Any]) -> AdminClient:
@@ -111,12 +123,13 @@ def list_partitions(
 ) -> list[Key]:
     """The subscription's ``(topic, partition)`` pairs as the cluster has them now, sorted.
 
-    ``timeout``: seconds to wait for the cluster's metadata (a positive, finite number).
+    ``timeout``: seconds to wait for the cluster's metadata (a positive, finite number), at
+    most :data:`CONNECT_TIMEOUT_S` (10 s).
 
     Raises:
         ConfigurationError: a bad ``timeout`` or config; OffsetSpecError: not a Subscription.
         OffsetResolutionError: unknown topic or partition, a pattern matching nothing,
-            or the cluster did not answer within ``timeout`` seconds.
+            or no broker answered within that wait.
     """
     seconds = check_timeout(timeout)
     check_subscription(subscription)
@@ -125,21 +138,40 @@ def list_partitions(
 
 
 def partition_counts(admin: AdminClient, cluster: str, seconds: float) -> dict[str, int]:
-    """``{topic: number of partitions}`` of every topic on the cluster (one metadata call).
+    """``{topic: number of partitions}`` of every topic on the cluster (one metadata call,
+    :func:`reach_cluster`).
 
     Raises:
-        OffsetResolutionError: no metadata within ``seconds``.
+        OffsetResolutionError: no broker answered within ``min(seconds, CONNECT_TIMEOUT_S)``.
         KafkaAuthenticationError: see :func:`cluster_metadata`.
     """
-    try:
-        metadata = cluster_metadata(admin, seconds)
-    except KafkaException as exc:
-        raise OffsetResolutionError(
-            f"the Kafka cluster at {cluster} did not give its metadata within {seconds:g}s "
-            f"({exc.args[0].str()}). {REACH_HELP}"
-        ) from None
+    metadata = reach_cluster(admin, cluster, seconds)
     return {name: len(topic.partitions) for name, topic in metadata.topics.items()
             if topic.error is None}
+
+
+def reach_cluster(admin: AdminClient, cluster: str, seconds: float, what: str = "") -> Any:
+    """The cluster's metadata (:func:`cluster_metadata`), waiting at most
+    ``min(seconds, CONNECT_TIMEOUT_S)`` for some broker to answer: the first request of every
+    cluster operation of this package. ``what`` prefixes the message.
+
+    Raises:
+        OffsetResolutionError: no broker answered (naming the servers and what to check).
+        KafkaAuthenticationError: see :func:`cluster_metadata`.
+    """
+    wait = min(seconds, CONNECT_TIMEOUT_S)
+    try:
+        metadata = cluster_metadata(admin, wait)
+    except KafkaException as exc:
+        remedy = (REACH_HELP if wait < CONNECT_TIMEOUT_S else
+                  f"{REACHABLE}. A first answer is awaited {CONNECT_TIMEOUT_S:g}s at most, "
+                  "whatever timeout= says.")
+        raise OffsetResolutionError(
+            f"{what}{': ' if what else ''}no broker of the Kafka cluster at {cluster} answered "
+            f"within {wait:g}s ({exc.args[0].str()}). {remedy}"
+        ) from None
+    admin.kafka_spark_reached = True  # type: ignore[attr-defined]  # read by OffsetLookup
+    return metadata
 
 
 def cluster_metadata(admin: AdminClient, seconds: float) -> Any:
@@ -286,7 +318,8 @@ class OffsetLookup:
 
         One batched request for all partitions; partitions answering with a retriable error
         (e.g. no leader yet, right after topic creation, or a leader that died) or not within
-        :data:`ATTEMPT_S` are asked again until the deadline.
+        :data:`ATTEMPT_S` are asked again until the deadline. Before the first request on an
+        admin client that has not reached the cluster yet: :func:`reach_cluster`.
 
         Raises:
             OffsetResolutionError: the deadline passed, or an error that is not transient.
@@ -302,6 +335,8 @@ class OffsetLookup:
             found: dict[Key, int] = {}
             pending = self.partitions
             last_error: KafkaError | None = None
+            if pending and not getattr(self.admin, "kafka_spark_reached", False):
+                reach_cluster(self.admin, self.cluster, self._remaining(what), what)
             while pending:
                 wait = min(self._remaining(what, last_error), ATTEMPT_S)
                 futures = self.admin.list_offsets(

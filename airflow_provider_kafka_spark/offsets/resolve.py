@@ -102,7 +102,9 @@ def resolve_offsets(
     a timestamp start the count is the log start offset, an upper bound.
 
     ``timeout``: seconds for all the cluster calls together (a positive, finite number of at
-    most 3600); an unreachable cluster is an :class:`OffsetResolutionError` once it passed.
+    most 3600). The first, for the cluster's metadata, waits at most ``CONNECT_TIMEOUT_S``
+    (10 s) of it for some broker to answer; no answer, or a cluster still not settled once
+    ``timeout`` passed, is an :class:`OffsetResolutionError` naming the servers.
 
     Raises:
         ConfigurationError: a bad ``timeout`` or client config.
