@@ -165,6 +165,39 @@ def test_bad_arguments_fail_before_anything_is_written(
     assert read_committed(kafka_config, topic) == []
 
 
+@pytest.mark.parametrize("guarantee", ["at_least_once", "exactly_once"])
+def test_a_dataframe_with_two_value_columns_is_refused_before_anything_is_written(
+    spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any, guarantee: str
+) -> None:
+    topic, ledger = new_topic(partitions=1), f"ledger-{uuid.uuid4().hex[:8]}"
+    df = spark.createDataFrame([("k", "v1", "v2")], "key string, value string, other string")
+    twice = df.select("key", "value", df.other.alias("value"))
+
+    with pytest.raises(WriteConfigError, match=r"cannot tell the columns \['value', "
+                                               r"'value'\] of df apart.*own name.*Nothing was "
+                                               r"written"):
+        write_kafka(twice, kafka_config, topic=topic, delivery_guarantee=guarantee,
+                    transactional_id_prefix="p", write_id="w", ledger_topic=ledger)
+
+    assert ledger not in kafka_admin.list_topics(timeout=30).topics
+    assert read_committed(kafka_config, topic) == []
+
+
+def test_a_list_of_dicts_instead_of_a_dataframe_is_refused_before_anything_is_written(
+    kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any
+) -> None:
+    topic, ledger = new_topic(partitions=1), f"ledger-{uuid.uuid4().hex[:8]}"
+    rows = [{"key": "k", "value": "v"}]
+
+    with pytest.raises(WriteConfigError, match=r"needs a pyspark DataFrame as df, got a list.*"
+                                               r"spark.createDataFrame\(rows\)"):
+        write_kafka(rows, kafka_config, topic=topic,  # type: ignore[arg-type]
+                    transactional_id_prefix="p", write_id="w", ledger_topic=ledger)
+
+    assert ledger not in kafka_admin.list_topics(timeout=30).topics
+    assert read_committed(kafka_config, topic) == []
+
+
 def test_init_transactions_timeout_names_the_transaction_state_settings(
     spark: Any, kafka_config: dict[str, Any], new_topic: Any
 ) -> None:

@@ -171,11 +171,25 @@ def check_metadata_timeout(metadata_timeout_s: float) -> float:
     return float(metadata_timeout_s)
 
 
-def check_columns(df: DataFrame, topic: str | None, encoded: set[str]) -> None:
-    """Refuse unknown, missing or mistyped columns (``encoded`` columns, which a registry
-    format encodes, may have any type)."""
+def check_columns(df: object, topic: str | None, encoded: set[str]) -> DataFrame:
+    """``df``, once it is a DataFrame without unknown, missing, mistyped or same-named columns
+    (``encoded`` columns, which a registry format encodes, may have any type)."""
+    from pyspark.sql import DataFrame
     from pyspark.sql import types as T
 
+    from airflow_provider_kafka_spark.spark.schema import same_columns, spark_compares
+
+    if not isinstance(df, DataFrame):
+        raise WriteConfigError(
+            f"write_kafka needs a pyspark DataFrame as df, got a {type(df).__name__}; build "
+            "one from the rows first, e.g. spark.createDataFrame(rows), and pass it. Nothing "
+            "was written.")
+    same = same_columns(df)
+    if same:
+        raise WriteConfigError(
+            f"write_kafka cannot tell the columns {same} of df apart ({spark_compares(df)}); "
+            "keep one of them, or give each its own name (df.toDF(*names), or .alias() in the "
+            "select that made them). Nothing was written.")
     binary_or_string = (T.BinaryType, T.StringType)
     fields = {f.name: f.dataType for f in df.schema.fields}
     unknown = sorted(set(fields) - set(ACCEPTED_COLUMNS))
@@ -214,6 +228,7 @@ def check_columns(df: DataFrame, topic: str | None, encoded: set[str]) -> None:
             "array<struct<key:string,value:binary>>: build it as such, e.g. "
             "array(struct(lit('k').alias('key'), col('v').cast('binary').alias('value')))."
         )
+    return df
 
 
 def rows_text(n: int) -> str:
