@@ -90,6 +90,21 @@ def test_an_unreachable_cluster_is_an_offset_resolution_error(
     assert time.monotonic() - started < 6
 
 
+@pytest.mark.timeout(90)
+def test_an_address_where_no_broker_answers_fails_within_the_first_contact_bound(
+        spark: Any) -> None:
+    """With the default timeout=30: no broker answering the first metadata request is an
+    error after CONNECT_TIMEOUT_S (10 s), not after the whole timeout (it was ~31 s)."""
+    started = time.monotonic()
+    message = assert_error(lambda: read_kafka(spark, RANGES, {"bootstrap.servers": "127.0.0.1:1"}),
+                           OffsetResolutionError,
+                           "no broker of the Kafka cluster at bootstrap.servers='127.0.0.1:1' "
+                           "answered within 10s")
+    elapsed = time.monotonic() - started
+    assert "Check that bootstrap.servers is right and that the brokers are up" in message
+    assert elapsed < 20, f"read_kafka took {elapsed:.1f}s to find no broker answering"
+
+
 # --- Class 9: read_kafka's arguments are checked on the driver, before Spark sees them ---
 
 @pytest.fixture(scope="module")
@@ -280,6 +295,40 @@ def test_what_spark_would_reject_is_refused_before_any_job(
     else:
         assert_error(lambda: summarize(df), error, fragment)
     assert set(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs
+
+
+RESERVED_FIELDS: list[tuple[str, Any, str]] = [
+    ("value", "id long, _corrupt_record string", "_corrupt_record"),
+    ("value", "_CORRUPT_RECORD int", "_CORRUPT_RECORD"),
+    ("key", "id long, _corrupt_record string", "_corrupt_record"),
+    ("value", "struct", "_Corrupt_Record"),
+]
+
+
+@pytest.mark.parametrize(("column", "schema", "field"), RESERVED_FIELDS,
+                         ids=[f"{c}-{f}" for c, _, f in RESERVED_FIELDS])
+def test_a_json_schema_with_the_corrupt_record_field_is_refused_before_any_job(
+        spark: Any, frame: Any, column: str, schema: Any, field: str) -> None:
+    """decode_kafka adds ``_corrupt_record`` to a json schema (Spark's PERMISSIVE parse puts
+    the text of a record that does not parse there); a schema with that field of its own was
+    Spark's AMBIGUOUS_REFERENCE_TO_FIELDS AnalysisException."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    if schema == "struct":
+        schema = StructType([StructField("id", LongType()), StructField(field, StringType())])
+    jobs = set(spark.sparkContext.statusTracker().getJobIdsForGroup(None))
+    message = assert_error(
+        lambda: decode_kafka(frame, **{f"{column}_format": "json", f"{column}_schema": schema}),
+        DecodeError, f"{column}_schema has the field {field!r}")
+    assert "Rename that field in the schema" in message, message
+    assert set(spark.sparkContext.statusTracker().getJobIdsForGroup(None)) == jobs
+
+
+def test_a_nested_corrupt_record_field_is_decoded(frame: Any) -> None:
+    rows = decode_kafka(frame, value_format="json", on_corrupt="dead_letter",
+                        value_schema="a struct<_corrupt_record: string>").collect()
+    assert [r["decode_error"] for r in rows] == [
+        "value is not JSON matching the schema a struct<_corrupt_record: string>"] * 3
 
 
 def test_decode_keeps_columns_whose_names_need_quoting(frame: Any) -> None:

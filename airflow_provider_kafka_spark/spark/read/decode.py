@@ -96,7 +96,8 @@ def decode_kafka(
     Raises:
         DecodeError: ``df`` lacks read_kafka's columns, has columns Spark cannot tell apart
             or a column named like one decoding adds (``raw_key``, ``raw_value`` and
-            ``decode_error`` with ``"dead_letter"``); an unknown format or policy, a
+            ``decode_error`` with ``"dead_letter"``); a json schema with a top-level field
+            ``_corrupt_record`` (any case; decoding adds it); an unknown format or policy, a
             missing/unneeded/invalid schema, or an ``observation`` that is not one.
         SchemaRegistryError: the registry could not answer the reader schema's lookup (and,
             when an action runs, a writer schema's).
@@ -205,6 +206,7 @@ def _decoder(column: str, fmt: str, schema: Schema | None) -> tuple[Column, Colu
         raise DecodeError(f"{column}_schema for 'json' is a DDL string or StructType; a "
                           "Subject or message class is for the registry formats.")
     struct = _struct(column, schema)
+    _check_no_corrupt_field(column, struct)
     with_corrupt = StructType([*struct.fields, StructField(_CORRUPT_FIELD, StringType())])
     parsed = F.from_json(text, with_corrupt,
                          {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT_FIELD})
@@ -231,6 +233,19 @@ def _struct(column: str, schema: str | StructType | None) -> StructType:
         raise DecodeError(f"{column}_schema {shown(schema)} must describe columns, e.g. "
                           "'id long'.")
     return parsed
+
+
+def _check_no_corrupt_field(column: str, struct: StructType) -> None:
+    """A DecodeError when the json schema has a top-level field named like the one decoding
+    adds to it (Spark's parse puts the text of a record that does not parse there)."""
+    for field in struct.fieldNames():
+        if field.lower() == _CORRUPT_FIELD:
+            raise DecodeError(
+                f"{column}_schema has the field {field!r}; decode_kafka adds "
+                f"{_CORRUPT_FIELD!r} (compared ignoring case) to a json schema to find the "
+                f"records that do not parse. Rename that field in the schema, or leave it "
+                f"out; to read a JSON key of that name, decode {column} as 'string' and parse "
+                "it with from_json yourself.")
 
 
 def _reason(column: str, schema: str | StructType) -> str:

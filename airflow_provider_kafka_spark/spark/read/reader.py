@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from airflow_provider_kafka_spark.offsets.cluster import (
     RESULT_MARGIN,
     admin_client,
     cluster_failure,
-    cluster_metadata,
+    reach_cluster,
 )
 from airflow_provider_kafka_spark.offsets.config import (
     check_isolation_level,
@@ -168,7 +169,10 @@ def read_kafka(
             file and counts instead of the records (:mod:`~airflow_provider_kafka_spark.
             spark.read.landing`).
         timeout: seconds the driver waits for the cluster before the read (the log start
-            offsets of the ranges); a positive, finite number.
+            offsets of the ranges); a positive, finite number. The first request, for the
+            cluster's metadata, waits at most ``CONNECT_TIMEOUT_S`` (10 s) of it for some
+            broker to answer (:func:`~airflow_provider_kafka_spark.offsets.cluster.
+            reach_cluster`).
 
     Empty ranges give an empty DataFrame with the schema, without contacting Kafka.
     Offsets already deleted when ``read_kafka`` is called are detected here on the driver;
@@ -182,7 +186,8 @@ def read_kafka(
         ConfigurationError: an invalid argument or client config (the message names it and
             what to pass); ``lost=`` with ``on_data_loss="skip"`` on a Spark Connect session
             (see :class:`LostOffsets`). OffsetSpecError: ``ranges`` are not offset ranges.
-        OffsetResolutionError: the cluster did not answer within ``timeout`` seconds.
+        OffsetResolutionError: no broker of ``bootstrap.servers`` answered within
+            ``min(timeout, 10)`` seconds, or the cluster did not answer within ``timeout``.
         DataLossError: the start of a range is below the partition's log start offset and
             ``on_data_loss="fail"``.
         SparkKafkaSourceMissingError: ``engine="spark-kafka"`` without the package.
@@ -292,23 +297,27 @@ def _check_session(spark: object) -> None:
 
 def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
                   on_data_loss: str, timeout: float) -> OffsetRanges:
-    """Check range starts against log start offsets (one batched request, answered within
-    ``timeout`` seconds).
+    """Check range starts against log start offsets: one metadata request, answered within
+    ``min(timeout, CONNECT_TIMEOUT_S)`` seconds, then one batched offsets request, all within
+    ``timeout`` seconds.
 
     With ``on_data_loss="skip"``: the ranges with deleted starts moved up to the log start
     offset and the skipped offsets added to ``lost``.
     """
     todo = [r for r in ranges if r.size > 0]
+    deadline = time.monotonic() + timeout
     admin = admin_client(config)
     what = "reading the log start offsets of the ranges"
     otherwise = ("Check that the topics still exist and that this client may describe them "
                  "(ACLs), or resolve the offsets again.")
+    # No broker answering, or a refused authentication, fails here.
+    reach_cluster(admin, cluster_name(config), timeout, what)
     try:
-        cluster_metadata(admin, timeout)  # a refused authentication fails here, at once
+        left = max(deadline - time.monotonic(), 0.001)
         futures = admin.list_offsets(
             {TopicPartition(r.topic, r.partition): KafkaOffsetSpec.earliest() for r in todo},
-            request_timeout=timeout)
-        earliest = {(tp.topic, tp.partition): f.result(timeout=timeout + RESULT_MARGIN).offset
+            request_timeout=left)
+        earliest = {(tp.topic, tp.partition): f.result(timeout=left + RESULT_MARGIN).offset
                     for tp, f in futures.items()}
     except KafkaException as exc:
         raise cluster_failure(exc.args[0], what, cluster_name(config), otherwise,
