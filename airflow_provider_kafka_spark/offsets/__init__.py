@@ -36,7 +36,7 @@ from airflow_provider_kafka_spark.offsets.resolve import (
     resolve_offsets,
     timestamp_stops,
 )
-from airflow_provider_kafka_spark.offsets.runs import RunResolution, resolve_run
+from airflow_provider_kafka_spark.offsets.runs import RunRequest, RunResolution, resolve_run
 from airflow_provider_kafka_spark.offsets.specs import (
     Committed,
     Earliest,
@@ -70,6 +70,7 @@ __all__ = [
     "PinnedRequestChangedError",
     "PartitionRange",
     "RunKey",
+    "RunRequest",
     "RunResolution",
     "SpecificOffsets",
     "Subscription",

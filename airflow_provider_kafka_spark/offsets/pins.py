@@ -120,9 +120,11 @@ class PinLookup:
 
 def lookup_pin(kafka_config: Mapping[str, Any], run: RunKey,
                request: Mapping[str, str | None], *, since: datetime | None = None,
-               topic: str = PINS_TOPIC, timeout: float = 30.0) -> PinLookup:
-    """:func:`pinned_ranges`, with the count of records read."""
-    admin = admin_client(kafka_config)
+               topic: str = PINS_TOPIC, timeout: float = 30.0,
+               admin: AdminClient | None = None) -> PinLookup:
+    """:func:`pinned_ranges`, with the count of records read; ``admin``: the caller's admin
+    client (``None``: a new one)."""
+    admin = admin if admin is not None else admin_client(kafka_config)
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)
     key = run.encode()
@@ -230,14 +232,15 @@ def _decode_pin(run: RunKey, record: InternalRecord, topic: str) -> Pin:
 
 def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRanges,
                request: Mapping[str, str | None], *, topic: str = PINS_TOPIC,
-               timeout: float = 30.0) -> None:
+               timeout: float = 30.0, admin: AdminClient | None = None) -> None:
     """Store ``ranges``, the answer to ``request``, as the pinned ranges of ``run`` (replacing
-    earlier ones), durably: returns once every in-sync replica has the record.
+    earlier ones), durably: returns once every in-sync replica has the record. ``admin``: the
+    caller's admin client (``None``: a new one).
 
     Raises:
         InternalTopicError: the pins topic could not be created or written.
     """
-    admin = admin_client(kafka_config)
+    admin = admin if admin is not None else admin_client(kafka_config)
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)
     key = run.encode()

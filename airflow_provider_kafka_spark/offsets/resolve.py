@@ -33,7 +33,11 @@ from airflow_provider_kafka_spark.offsets.cluster import (
     partition_counts,
 )
 from airflow_provider_kafka_spark.offsets.commit import committed_offsets
-from airflow_provider_kafka_spark.offsets.config import check_isolation_level, check_timeout
+from airflow_provider_kafka_spark.offsets.config import (
+    check_isolation_level,
+    check_timeout,
+    cluster_name,
+)
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.offsets.subscription import Subscription, check_subscription
@@ -42,6 +46,61 @@ log = logging.getLogger(__name__)
 
 OnDataLoss = Literal["fail", "skip"]
 OnOpenTransaction = Literal["fail", "truncate"]
+
+
+@dataclass(frozen=True)
+class OffsetRequest:
+    """What to resolve, checked once when built: the arguments of :func:`resolve_offsets`
+    (which documents them) but ``kafka_config`` and ``table_offsets``.
+
+    Raises:
+        ConfigurationError: a bad ``timeout``, ``isolation_level``, ``on_data_loss``,
+            ``on_open_transaction`` or ``group_id``.
+        OffsetSpecError: a bad subscription or spec, ``table`` as the stopping spec,
+            ``committed`` without ``group_id``, or a timestamp start after the stop.
+    """
+
+    subscription: Subscription
+    start: offset_specs.OffsetSpec
+    stop: offset_specs.OffsetSpec
+    group_id: str | None = None
+    isolation_level: str = "read_committed"
+    on_data_loss: OnDataLoss = "fail"
+    on_open_transaction: OnOpenTransaction = "fail"
+    timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout", check_timeout(self.timeout))
+        start = offset_specs.parse_offset_spec(self.start)
+        stop = offset_specs.parse_offset_spec(self.stop)
+        object.__setattr__(self, "start", start)
+        object.__setattr__(self, "stop", stop)
+        object.__setattr__(self, "isolation_level", check_isolation_level(self.isolation_level))
+        if self.on_data_loss not in ("fail", "skip"):
+            raise ConfigurationError(f"on_data_loss={shown(self.on_data_loss)} is not valid; use "
+                                     "'fail' or 'skip'.")
+        if self.on_open_transaction not in ("fail", "truncate"):
+            raise ConfigurationError(f"on_open_transaction={shown(self.on_open_transaction)} is "
+                                     "not valid; use 'fail' or 'truncate'.")
+        if self.group_id is not None and not isinstance(self.group_id, str):
+            raise ConfigurationError(f"group_id={shown(self.group_id)} is not a consumer group; "
+                                     "pass the consumer group's id as a string (or None).")
+        check_subscription(self.subscription)
+        if stop.reads() == "table":
+            raise OffsetSpecError(
+                f"the stopping spec {stop} is not valid: 'table' says where the table's data "
+                "ends, so it is a starting spec only; stop at 'latest', 'timestamp:<time>' or "
+                "explicit offsets."
+            )
+        if "group" in (start.reads(), stop.reads()) and not self.group_id:
+            raise OffsetSpecError("a 'committed' offset spec needs group_id: pass the consumer "
+                                  "group whose offsets to use.")
+        if (isinstance(start, offset_specs.Timestamp) and isinstance(stop, offset_specs.Timestamp)
+                and start.millis > stop.millis):
+            raise OffsetSpecError(
+                f"the starting time {start} is after the stopping time {stop}; swap them, "
+                "or check the times (the start is inclusive, the stop exclusive)."
+            )
 
 
 def resolve_offsets(
@@ -55,8 +114,6 @@ def resolve_offsets(
     isolation_level: str = "read_committed",
     on_data_loss: OnDataLoss = "fail",
     on_open_transaction: OnOpenTransaction = "fail",
-    boundary_starts: Mapping[Key, int] | None = None,
-    boundary_stops: Mapping[Key, int] | None = None,
     timeout: float = 30.0,
 ) -> OffsetRanges:
     """Resolve ``starting`` and ``stopping`` specs to one ``[start, stop)`` range per partition.
@@ -74,16 +131,6 @@ def resolve_offsets(
       (``table_offsets``, from :func:`airflow_provider_kafka_spark.sinks.tables.table_offsets`),
       else the reset strategy (no reset: error).
     * explicit offsets: as given; a listed offset beyond ``latest`` is an error.
-
-    Boundaries (how runs tile, :func:`~airflow_provider_kafka_spark.offsets.runs.resolve_run`):
-    ``boundary_starts`` / ``boundary_stops`` map partitions to offsets a neighbouring run
-    already fixed for this run's ``timestamp:`` start / stop; those partitions use them instead
-    of the timestamp lookup (other partitions are looked up). A start taken from a boundary
-    is checked against the log start like any offset (an exact loss count); a stop taken from
-    one is checked against the end of the log like a lookup's stop (an open transaction below
-    it is :class:`IntervalNotCompleteError` or a truncation). Where a boundary start lies past
-    the stop's lookup (records stamped after the stop that the previous run read), the range
-    is empty: ``[start, start)``.
 
     Open transactions (``read_committed``): a ``timestamp:T`` **stop** that the last stable
     offset cuts short, because a transaction that is still open began before the first record
@@ -114,46 +161,59 @@ def resolve_offsets(
             a partition with no committed offset and no reset strategy, or a timeout.
         IntervalNotCompleteError: an open transaction holds back a ``timestamp:`` stop.
         DataLossError: data the range needs was deleted, with ``on_data_loss="fail"``.
+    """
+    request = OffsetRequest(subscription, offset_specs.parse_offset_spec(starting),
+                            offset_specs.parse_offset_spec(stopping), group_id, isolation_level,
+                            on_data_loss, on_open_transaction, timeout)
+    return resolve_request(kafka_config, request, table_offsets=table_offsets)
+
+
+def resolve_request(
+    kafka_config: Mapping[str, Any],
+    request: OffsetRequest,
+    *,
+    table_offsets: Mapping[Key, int] | None = None,
+    boundaries: tuple[Mapping[Key, int] | None, Mapping[Key, int] | None] = (None, None),
+    admin: AdminClient | None = None,
+) -> OffsetRanges:
+    """:func:`resolve_offsets` of a checked ``request``, through ``admin`` (the caller's one
+    admin client of the resolution; ``None``: a new one).
+
+    Boundaries (how runs tile, :func:`~airflow_provider_kafka_spark.offsets.runs.resolve_run`):
+    ``boundaries`` (starts, stops) map partitions to offsets a neighbouring run already fixed
+    for this run's ``timestamp:`` start / stop; those partitions use them instead of the
+    timestamp lookup (other partitions are looked up). A start taken from a boundary is
+    checked against the log start like any offset (an exact loss count); a stop taken from
+    one is checked against the end of the log like a lookup's stop (an open transaction below
+    it is :class:`IntervalNotCompleteError` or a truncation). Where a boundary start lies past
+    the stop's lookup (records stamped after the stop that the previous run read), the range
+    is empty: ``[start, start)``.
+
+    Raises:
+        what :func:`resolve_offsets` raises but the checks of ``request``;
         ConfigurationError: boundaries for a side whose spec is not ``timestamp:``.
     """
-    seconds = check_timeout(timeout)
-    start_spec = offset_specs.parse_offset_spec(starting)
-    stop_spec = offset_specs.parse_offset_spec(stopping)
-    level = check_isolation_level(isolation_level)
-    if on_data_loss not in ("fail", "skip"):
-        raise ConfigurationError(f"on_data_loss={shown(on_data_loss)} is not valid; use 'fail' "
-                                 "or 'skip'.")
-    if on_open_transaction not in ("fail", "truncate"):
-        raise ConfigurationError(f"on_open_transaction={shown(on_open_transaction)} is not "
-                                 "valid; use 'fail' or 'truncate'.")
-    if group_id is not None and not isinstance(group_id, str):
-        raise ConfigurationError(f"group_id={shown(group_id)} is not a consumer group; pass the "
-                                 "consumer group's id as a string (or None).")
-    check_subscription(subscription)
-    specs = (start_spec, stop_spec)
-    recorded = _check_table_offsets(start_spec, stop_spec, table_offsets)
-    fixed_starts = _check_boundaries("boundary_starts", start_spec, boundary_starts)
-    fixed_stops = _check_boundaries("boundary_stops", stop_spec, boundary_stops)
-    if any(_needs_group(s) for s in specs) and not group_id:
-        raise OffsetSpecError(
-            "a 'committed' offset spec needs group_id: pass the consumer group whose offsets to use."
-        )
-    if (isinstance(start_spec, offset_specs.Timestamp) and isinstance(stop_spec, offset_specs.Timestamp)
-            and start_spec.millis > stop_spec.millis):
-        raise OffsetSpecError(
-            f"the starting time {start_spec} is after the stopping time {stop_spec}; swap them, "
-            "or check the times (the start is inclusive, the stop exclusive)."
-        )
+    start_spec, stop_spec, level = request.start, request.stop, request.isolation_level
+    seconds = request.timeout
+    recorded = _check_table_offsets(start_spec, table_offsets)
+    fixed_starts = _check_boundaries("boundary_starts", start_spec, boundaries[0])
+    fixed_stops = _check_boundaries("boundary_stops", stop_spec, boundaries[1])
+    group_id = request.group_id
+    on_open_transaction, on_data_loss = request.on_open_transaction, request.on_data_loss
 
     deadline = time.monotonic() + seconds
-    admin, cluster = cluster_admin(kafka_config)
-    partitions = subscription.select(partition_counts(admin, cluster, seconds))
+    if admin is None:
+        admin, cluster = cluster_admin(kafka_config)
+    else:
+        cluster = cluster_name(kafka_config)
+    partitions = request.subscription.select(partition_counts(admin, cluster, seconds))
     lookup = OffsetLookup(admin, cluster, partitions, level, deadline)
 
     committed = (committed_offsets(kafka_config, group_id, partitions, cluster, deadline)
-                 if group_id and any(map(_needs_group, specs)) else {})
-    starts = _offsets_for(start_spec, "starting", partitions, lookup, committed, recorded)
-    stops = _offsets_for(stop_spec, "stopping", partitions, lookup, committed, recorded)
+                 if group_id and "group" in (start_spec.reads(), stop_spec.reads()) else {})
+    context = offset_specs.LookupContext(lookup, committed, recorded)
+    starts = start_spec.lookup(context, partitions, "starting")
+    stops = stop_spec.lookup(context, partitions, "stopping")
     fixed_starts = {k: o for k, o in fixed_starts.items() if k in starts}
     fixed_stops = {k: o for k, o in fixed_stops.items() if k in stops}
     _check_within_log(lookup, {**fixed_starts, **fixed_stops})
@@ -320,16 +380,9 @@ def _check_within_log(lookup: OffsetLookup, offsets: Mapping[Key, int]) -> None:
         )
 
 
-def _check_table_offsets(start: offset_specs.OffsetSpec, stop: offset_specs.OffsetSpec,
-                         table_offsets: object) -> dict[Key, int]:
-    """``table_offsets`` as a dict, once the ``table`` spec and it fit together."""
-    if _needs_table(stop):
-        raise OffsetSpecError(
-            f"the stopping spec {stop} is not valid: 'table' says where the table's data ends, "
-            "so it is a starting spec only; stop at 'latest', 'timestamp:<time>' or explicit "
-            "offsets."
-        )
-    if not _needs_table(start):
+def _check_table_offsets(start: offset_specs.OffsetSpec, table_offsets: object) -> dict[Key, int]:
+    """``table_offsets`` as a dict, once the ``table`` start and it fit together."""
+    if start.reads() != "table":
         if table_offsets is not None:
             raise ConfigurationError(
                 f"table_offsets are given but the starting spec is {start}; pass them only "
@@ -357,89 +410,11 @@ def _offsets_mapping(name: str, value: object, source: str) -> dict[Key, int]:
     return dict(value)
 
 
-def _needs_table(spec: offset_specs.OffsetSpec) -> bool:
-    if isinstance(spec, offset_specs.SpecificOffsets):
-        return isinstance(spec.default, offset_specs.FromTable)
-    return isinstance(spec, offset_specs.FromTable)
-
-
-def _needs_group(spec: offset_specs.OffsetSpec) -> bool:
-    if isinstance(spec, offset_specs.SpecificOffsets):
-        return isinstance(spec.default, offset_specs.Committed)
-    return isinstance(spec, offset_specs.Committed)
-
-
-def _offsets_for(
-    spec: offset_specs.OffsetSpec,
-    role: str,
-    partitions: list[Key],
-    lookup: OffsetLookup,
-    committed: Mapping[Key, int],
-    recorded: Mapping[Key, int],
-) -> dict[Key, int]:
-    """Offsets of ``spec`` for every partition (``role`` names it in errors)."""
-    if isinstance(spec, offset_specs.Earliest):
-        return lookup.offsets("earliest")
-    if isinstance(spec, offset_specs.Latest):
-        return lookup.offsets("latest")
-    if isinstance(spec, offset_specs.Timestamp):
-        return _timestamp_offsets(lookup, spec.millis)
-    if isinstance(spec, offset_specs.Committed | offset_specs.FromTable):
-        found, holder = ((committed, "the group has no committed offset")
-                         if isinstance(spec, offset_specs.Committed)
-                         else (recorded, "the table records no stop of the application"))
-        missing = [k for k in partitions if k not in found]
-        if missing and spec.reset is None:
-            names = ", ".join(f"{t}/{p}" for t, p in missing[:50])
-            raise OffsetResolutionError(
-                f"{role} spec '{spec}': {holder} for {len(missing)} partition(s): {names}. Use "
-                f"'{spec}:earliest' or '{spec}:latest' to choose where such partitions begin."
-            )
-        fallback = lookup.offsets(spec.reset) if missing and spec.reset else {}
-        return {k: found[k] if k in found else fallback[k] for k in partitions}
-    # SpecificOffsets
-    unknown = sorted(set(spec.offsets) - set(partitions))
-    if unknown:
-        raise OffsetResolutionError(
-            f"{role} offsets name partitions that are not subscribed or do not exist: "
-            f"{unknown[:50]}. List only partitions of the subscription ({len(partitions)} "
-            "partition(s)), or subscribe to these partitions too."
-        )
-    unlisted = [k for k in partitions if k not in spec.offsets]
-    if unlisted and spec.default is None:
-        raise OffsetResolutionError(
-            f"{role} offsets do not list {len(unlisted)} subscribed partition(s): "
-            f"{unlisted[:50]}. List them, or add a default such as \"*\": \"earliest\"."
-        )
-    defaults = (_offsets_for(spec.default, role, partitions, lookup, committed, recorded)
-                if unlisted and spec.default is not None else {})
-    latest = lookup.offsets("latest")
-    beyond = [f"{t}/{p}: {o} > latest {latest[(t, p)]}" for (t, p), o in spec.offsets.items()
-              if o > latest[(t, p)]]
-    if beyond:
-        raise OffsetResolutionError(
-            f"{role} offsets are beyond the end of the log ({lookup.isolation_level}): "
-            f"{'; '.join(beyond[:50])}. Use offsets up to the end of the log (or 'latest'); "
-            "under read_committed an open transaction holds the end back: wait for it, or "
-            "resolve with isolation_level='read_uncommitted'."
-        )
-    return {k: spec.offsets[k] if k in spec.offsets else defaults[k] for k in partitions}
-
-
-def _timestamp_offsets(lookup: OffsetLookup, millis: int) -> dict[Key, int]:
-    """The ``timestamp:<millis>`` offsets of ``lookup``'s partitions: the first record at or after
-    it, else latest."""
-    latest = lookup.offsets("latest")
-    found = lookup.offsets(millis)
-    # -1: no record at or after T (the broker also answers -1 past the LSO / HW).
-    return {k: latest[k] if found[k] < 0 else min(found[k], latest[k])
-            for k in lookup.partitions}
-
-
 def _timestamp_stops(lookup: OffsetLookup, millis: int) -> dict[Key, TimestampStop]:
     """The :class:`TimestampStop` of ``timestamp:<millis>`` on each partition of ``lookup``."""
     found = lookup.offsets(millis)
-    stops = _timestamp_offsets(lookup, millis)
+    stops = offset_specs.Timestamp(millis).lookup(offset_specs.LookupContext(lookup),
+                                                  lookup.partitions)
     if lookup.isolation_level != "read_committed":
         return {k: TimestampStop(stops[k], found[k] >= 0) for k in lookup.partitions}
     stable = lookup.offsets("latest")

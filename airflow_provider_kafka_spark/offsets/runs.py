@@ -56,7 +56,6 @@ from confluent_kafka.admin import AdminClient
 import airflow_provider_kafka_spark.offsets.specs as offset_specs
 from airflow_provider_kafka_spark.errors import InternalTopicError
 from airflow_provider_kafka_spark.offsets.cluster import Key, admin_client
-from airflow_provider_kafka_spark.offsets.config import check_isolation_level
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     InternalRecord,
     durable_producer,
@@ -74,12 +73,7 @@ from airflow_provider_kafka_spark.offsets.pins import (
     read_start,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
-from airflow_provider_kafka_spark.offsets.resolve import (
-    OnDataLoss,
-    OnOpenTransaction,
-    resolve_offsets,
-)
-from airflow_provider_kafka_spark.offsets.subscription import Subscription
+from airflow_provider_kafka_spark.offsets.resolve import OffsetRequest, resolve_request
 
 _BOUNDARY_VERSION = 1
 
@@ -112,73 +106,65 @@ class RunResolution:
     pins_read: int = 0
 
 
-def run_request(subscription: Subscription, starting: object, stopping: object, *,
-                group_id: str | None, isolation_level: str) -> dict[str, str | None]:
-    """What a run asks for, as its pin records it (see :func:`pins.pinned_ranges`)."""
-    return {"subscription": str(subscription),
-            "start": str(offset_specs.parse_offset_spec(starting)),
-            "stop": str(offset_specs.parse_offset_spec(stopping)),
-            "group_id": group_id or None, "isolation_level": isolation_level}
+@dataclass(frozen=True)
+class RunRequest(OffsetRequest):
+    """What a run resolves (an :class:`~airflow_provider_kafka_spark.offsets.resolve.OffsetRequest`,
+    checked when built) and ``pins_topic``, the compacted topic of its pins and boundaries."""
+
+    pins_topic: str = PINS_TOPIC
+
+    def recorded(self) -> dict[str, str | None]:
+        """What the run asks for, as its pin records it (see :func:`pins.pinned_ranges`)."""
+        return {"subscription": str(self.subscription), "start": str(self.start),
+                "stop": str(self.stop), "group_id": self.group_id or None,
+                "isolation_level": self.isolation_level}
 
 
 def resolve_run(
     kafka_config: Mapping[str, Any],
     run: RunKey,
-    subscription: Subscription,
-    starting: object,
-    stopping: object,
+    request: RunRequest,
     *,
     since: datetime | None = None,
     re_resolve: bool = False,
-    group_id: str | None = None,
     table_offsets: Mapping[Key, int] | Callable[[], Mapping[Key, int] | None] | None = None,
-    isolation_level: str = "read_committed",
-    on_data_loss: OnDataLoss = "fail",
-    on_open_transaction: OnOpenTransaction = "fail",
-    pins_topic: str = PINS_TOPIC,
-    timeout: float = 30.0,
 ) -> RunResolution:
-    """The ranges of ``run``: its pinned ones, else resolved (tiling with its neighbours, see
-    the module doc) and pinned.
+    """The ranges of ``run``: its pinned ones, else ``request`` resolved (tiling with its
+    neighbours, see the module doc) and pinned.
 
     ``since``: when the run began (in Airflow its ``run_after``); lookups read the pins
     written since ``since - PIN_MARGIN`` (``None``: from the log start). ``re_resolve``:
     resolve even when the run has pinned ranges, and pin the new ones. ``table_offsets`` may
     be a function, called only when the run is resolved (reading a table's commits takes a
-    Spark session). The other arguments are
-    :func:`~airflow_provider_kafka_spark.offsets.resolve.resolve_offsets`'s.
+    Spark session); see
+    :func:`~airflow_provider_kafka_spark.offsets.resolve.resolve_offsets`. One admin client
+    serves the whole resolution (the pin lookup, the boundaries, the offsets, the pin).
 
     Raises:
         what :func:`resolve_offsets` raises, before anything is pinned;
         PinnedRequestChangedError: the run's pin answers another request;
         InternalTopicError: the pins topic could not be read or written.
     """
-    start_spec = offset_specs.parse_offset_spec(starting)
-    stop_spec = offset_specs.parse_offset_spec(stopping)
-    level = check_isolation_level(isolation_level)
-    request = run_request(subscription, start_spec, stop_spec, group_id=group_id,
-                          isolation_level=level)
+    topic, timeout = request.pins_topic, request.timeout
+    admin = admin_client(kafka_config)
     scanned = 0
     if not re_resolve:
-        pinned = lookup_pin(kafka_config, run, request, since=since, topic=pins_topic,
-                            timeout=timeout)
+        pinned = lookup_pin(kafka_config, run, request.recorded(), since=since, topic=topic,
+                            timeout=timeout, admin=admin)
         if pinned.ranges is not None:
             return RunResolution(pinned.ranges, pinned=True, pins_read=pinned.scanned)
         scanned = pinned.scanned
     recorded = table_offsets() if callable(table_offsets) else table_offsets
-    boundaries = _Boundaries(kafka_config, run, since, pins_topic, timeout)
-    sides = {side: spec.millis for side, spec in (("start", start_spec), ("stop", stop_spec))
+    boundaries = _Boundaries(kafka_config, run, since, topic, timeout, admin=admin)
+    sides = {side: spec.millis for side, spec in (("start", request.start), ("stop", request.stop))
              if isinstance(spec, offset_specs.Timestamp)}
     found = {side: boundaries.find(millis) for side, millis in sides.items()}
 
     def resolve(taken: Mapping[str, Boundary | None]) -> OffsetRanges:
         start, stop = taken.get("start"), taken.get("stop")
-        return resolve_offsets(
-            kafka_config, subscription, start_spec, stop_spec, group_id=group_id,
-            table_offsets=recorded, isolation_level=level, on_data_loss=on_data_loss,
-            on_open_transaction=on_open_transaction,
-            boundary_starts=start.offsets if start else None,
-            boundary_stops=stop.offsets if stop else None, timeout=timeout)
+        return resolve_request(kafka_config, request, table_offsets=recorded, admin=admin,
+                               boundaries=(start.offsets if start else None,
+                                           stop.offsets if stop else None))
 
     ranges = resolve(found)
     fixing = {side: sides[side] for side, boundary in found.items() if boundary is None}
@@ -191,7 +177,8 @@ def resolve_run(
         if lost_race:
             found |= lost_race
             ranges = resolve(found)
-    pin_ranges(kafka_config, run, ranges, request, topic=pins_topic, timeout=timeout)
+    pin_ranges(kafka_config, run, ranges, request.recorded(), topic=topic, timeout=timeout,
+               admin=admin)
     return RunResolution(ranges, pinned=False, start_boundary=found.get("start"),
                          stop_boundary=found.get("stop"),
                          pins_read=scanned + boundaries.read)
@@ -201,10 +188,10 @@ class _Boundaries:
     """The boundary records of one run's task in the pins topic."""
 
     def __init__(self, kafka_config: Mapping[str, Any], run: RunKey, since: datetime | None,
-                 topic: str, timeout: float) -> None:
+                 topic: str, timeout: float, *, admin: AdminClient | None = None) -> None:
         self.kafka_config, self.run, self.since = kafka_config, run, since
         self.topic, self.timeout = topic, timeout
-        self.admin: AdminClient = admin_client(kafka_config)
+        self.admin: AdminClient = admin if admin is not None else admin_client(kafka_config)
         self.partitions = ensure_compacted_topic(self.admin, topic, partitions=PINS_PARTITIONS,
                                                  timeout=timeout)
         self.read = 0

@@ -5,6 +5,12 @@ reset strategy), timestamp, and explicit offsets; ``table`` starts where an appl
 commits to an Iceberg or Delta table stopped (the offsets live in the table, atomically with the
 data). ``parse_offset_spec`` is the one parser; every
 spec's ``str()`` parses back to an equal spec.
+
+Each spec finds its own offsets, as Flink's initializers do through a
+``PartitionOffsetsRetriever``: ``spec.lookup(context, partitions)`` with a
+:class:`LookupContext` (the cluster's answers, the group's committed offsets, a table's
+recorded stops) that :func:`~airflow_provider_kafka_spark.offsets.resolve.resolve_offsets`
+builds once per resolution.
 """
 
 from __future__ import annotations
@@ -15,9 +21,9 @@ import reprlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
-from airflow_provider_kafka_spark.errors import OffsetSpecError
+from airflow_provider_kafka_spark.errors import OffsetResolutionError, OffsetSpecError
 from airflow_provider_kafka_spark.options import is_topic_name
 
 TopicPartitionKey = tuple[str, int]
@@ -136,25 +142,103 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return result
 
 
+class OffsetAnswers(Protocol):
+    """The cluster's offsets for a resolution's partitions (Flink's
+    ``PartitionOffsetsRetriever``); :class:`~airflow_provider_kafka_spark.offsets.cluster.OffsetLookup`
+    answers it through the resolution's one admin client, batched and cached."""
+
+    isolation_level: str
+
+    def offsets(self, kind: str | int,
+                isolation_level: str | None = None) -> dict[TopicPartitionKey, int]:
+        """``kind``: ``"earliest"``, ``"latest"`` or a timestamp in epoch millis (-1 where no
+        record is at or after it); under ``isolation_level`` (default: the lookup's)."""
+        ...
+
+
 @dataclass(frozen=True)
-class Earliest:
+class LookupContext:
+    """What a spec's lookup may use, built once per resolution.
+
+    ``cluster``: the cluster's offsets (one admin client, the resolution's isolation level and
+    deadline). ``committed``: the consumer group's committed offsets (read only when a spec
+    needs them; partitions without one are absent). ``table_offsets``: the stops a table
+    recorded for the application (with a ``table`` start).
+    """
+
+    cluster: OffsetAnswers
+    committed: Mapping[TopicPartitionKey, int] = field(default_factory=dict)
+    table_offsets: Mapping[TopicPartitionKey, int] = field(default_factory=dict)
+
+
+class _Spec:
+    """What every spec answers: its offsets per partition, and what it reads besides the
+    cluster's offsets."""
+
+    def lookup(self, context: LookupContext, partitions: list[TopicPartitionKey],
+               role: str = "starting") -> dict[TopicPartitionKey, int]:
+        """The spec's offset of each of ``partitions`` (``role``, ``starting`` or
+        ``stopping``, names it in errors).
+
+        Raises:
+            OffsetResolutionError: the spec has no offset for a partition (see each spec).
+        """
+        raise NotImplementedError
+
+    def reads(self) -> Literal["group", "table"] | None:
+        """``group``: the spec needs the consumer group's committed offsets; ``table``: a
+        table's recorded stops; ``None``: only the cluster's offsets."""
+        return None
+
+
+def _answers(context: LookupContext, kind: str | int,
+             partitions: list[TopicPartitionKey]) -> dict[TopicPartitionKey, int]:
+    found = context.cluster.offsets(kind)
+    return {k: found[k] for k in partitions}
+
+
+@dataclass(frozen=True)
+class Earliest(_Spec):
     """The log start offset: the first offset still stored."""
+
+    def lookup(self, context: LookupContext, partitions: list[TopicPartitionKey],
+               role: str = "starting") -> dict[TopicPartitionKey, int]:
+        return _answers(context, "earliest", partitions)
 
     def __str__(self) -> str:
         return "earliest"
 
 
 @dataclass(frozen=True)
-class Latest:
+class Latest(_Spec):
     """The end of the readable log: the last stable offset under ``read_committed``,
     the high watermark under ``read_uncommitted``."""
+
+    def lookup(self, context: LookupContext, partitions: list[TopicPartitionKey],
+               role: str = "starting") -> dict[TopicPartitionKey, int]:
+        return _answers(context, "latest", partitions)
 
     def __str__(self) -> str:
         return "latest"
 
 
+def _stored_or_reset(spec: Committed | FromTable, stored: Mapping[TopicPartitionKey, int],
+                     holder: str, context: LookupContext, partitions: list[TopicPartitionKey],
+                     role: str) -> dict[TopicPartitionKey, int]:
+    """The offsets a group or table stored, the reset strategy's where it stored none."""
+    missing = [k for k in partitions if k not in stored]
+    if missing and spec.reset is None:
+        names = ", ".join(f"{t}/{p}" for t, p in missing[:50])
+        raise OffsetResolutionError(
+            f"{role} spec '{spec}': {holder} for {len(missing)} partition(s): {names}. Use "
+            f"'{spec}:earliest' or '{spec}:latest' to choose where such partitions begin."
+        )
+    fallback = context.cluster.offsets(spec.reset) if missing and spec.reset else {}
+    return {k: stored[k] if k in stored else fallback[k] for k in partitions}
+
+
 @dataclass(frozen=True)
-class Committed:
+class Committed(_Spec):
     """The consumer group's committed offset (needs ``group_id``).
 
     ``reset`` is used for partitions the group never committed; ``None`` makes such
@@ -169,17 +253,25 @@ class Committed:
                 f"Committed(reset={self.reset!r}) is not valid; use None, 'earliest' or 'latest'."
             )
 
+    def lookup(self, context: LookupContext, partitions: list[TopicPartitionKey],
+               role: str = "starting") -> dict[TopicPartitionKey, int]:
+        return _stored_or_reset(self, context.committed, "the group has no committed offset",
+                                context, partitions, role)
+
+    def reads(self) -> Literal["group", "table"] | None:
+        return "group"
+
     def __str__(self) -> str:
         return "committed" if self.reset is None else f"committed:{self.reset}"
 
 
 @dataclass(frozen=True)
-class FromTable:
+class FromTable(_Spec):
     """A starting spec: the stops that an application's commits recorded in the Iceberg or
     Delta table it writes (:mod:`airflow_provider_kafka_spark.sinks.tables`), so a run starts
     where the table's data ends and no consumer group is needed. The recorded offsets are read
     by :func:`~airflow_provider_kafka_spark.sinks.tables.table_offsets` and handed to
-    ``resolve_offsets(..., table_offsets=...)``.
+    ``resolve_offsets(..., table_offsets=...)`` (the context's ``table_offsets``).
 
     ``reset`` is used for partitions the application never wrote; ``None`` makes such
     partitions an error that names them.
@@ -193,12 +285,21 @@ class FromTable:
                 f"FromTable(reset={self.reset!r}) is not valid; use None, 'earliest' or 'latest'."
             )
 
+    def lookup(self, context: LookupContext, partitions: list[TopicPartitionKey],
+               role: str = "starting") -> dict[TopicPartitionKey, int]:
+        return _stored_or_reset(self, context.table_offsets,
+                                "the table records no stop of the application", context,
+                                partitions, role)
+
+    def reads(self) -> Literal["group", "table"] | None:
+        return "table"
+
     def __str__(self) -> str:
         return "table" if self.reset is None else f"table:{self.reset}"
 
 
 @dataclass(frozen=True)
-class Timestamp:
+class Timestamp(_Spec):
     """The offset of the first record whose timestamp is >= ``millis`` (epoch milliseconds,
     UTC); the partition's latest offset when no such record exists.
 
@@ -235,6 +336,13 @@ class Timestamp:
             )
         return cls(millis)
 
+    def lookup(self, context: LookupContext, partitions: list[TopicPartitionKey],
+               role: str = "starting") -> dict[TopicPartitionKey, int]:
+        latest = context.cluster.offsets("latest")
+        found = context.cluster.offsets(self.millis)
+        # -1: no record at or after T (the broker also answers -1 past the LSO / HW).
+        return {k: latest[k] if found[k] < 0 else min(found[k], latest[k]) for k in partitions}
+
     @property
     def datetime(self) -> datetime:
         """The instant as an aware UTC datetime."""
@@ -247,7 +355,7 @@ class Timestamp:
 
 
 @dataclass(frozen=True)
-class SpecificOffsets:
+class SpecificOffsets(_Spec):
     """Explicit offsets per ``(topic, partition)``; ``default`` covers partitions not listed.
 
     Without a default, a subscribed partition that is not listed is an error.
@@ -279,6 +387,47 @@ class SpecificOffsets:
 
     def __hash__(self) -> int:
         return hash((tuple(self.offsets.items()), self.default))
+
+    def lookup(self, context: LookupContext, partitions: list[TopicPartitionKey],
+               role: str = "starting") -> dict[TopicPartitionKey, int]:
+        """The listed offsets, the default's elsewhere.
+
+        Raises:
+            OffsetResolutionError: a listed partition is not among ``partitions``, one of
+                ``partitions`` is not listed and there is no default, or a listed offset is
+                beyond the end of the log.
+        """
+        listed = self.offsets
+        unknown = sorted(set(listed) - set(partitions))
+        if unknown:
+            raise OffsetResolutionError(
+                f"{role} offsets name partitions that are not subscribed or do not exist: "
+                f"{unknown[:50]}. List only partitions of the subscription ({len(partitions)} "
+                "partition(s)), or subscribe to these partitions too."
+            )
+        unlisted = [k for k in partitions if k not in listed]
+        if unlisted and self.default is None:
+            raise OffsetResolutionError(
+                f"{role} offsets do not list {len(unlisted)} subscribed partition(s): "
+                f"{unlisted[:50]}. List them, or add a default such as \"*\": \"earliest\"."
+            )
+        defaults = (self.default.lookup(context, partitions, role)
+                    if unlisted and self.default is not None else {})
+        latest = context.cluster.offsets("latest")
+        beyond = [f"{t}/{p}: {o} > latest {latest[(t, p)]}" for (t, p), o in listed.items()
+                  if o > latest[(t, p)]]
+        if beyond:
+            raise OffsetResolutionError(
+                f"{role} offsets are beyond the end of the log "
+                f"({context.cluster.isolation_level}): {'; '.join(beyond[:50])}. Use offsets up "
+                "to the end of the log (or 'latest'); under read_committed an open transaction "
+                "holds the end back: wait for it, or resolve with "
+                "isolation_level='read_uncommitted'."
+            )
+        return {k: listed[k] if k in listed else defaults[k] for k in partitions}
+
+    def reads(self) -> Literal["group", "table"] | None:
+        return None if self.default is None else self.default.reads()
 
     def __str__(self) -> str:
         by_topic: dict[str, dict[str, int]] = {}

@@ -18,12 +18,10 @@ from airflow_provider_kafka_spark.arguments import (
 )
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
-    FromTable,
     OffsetRanges,
+    OffsetSpec,
     OffsetSpecError,
-    SpecificOffsets,
     Timestamp,
-    parse_offset_spec,
 )
 from airflow_provider_kafka_spark.offsets.intervals import (
     Announcement,
@@ -32,7 +30,7 @@ from airflow_provider_kafka_spark.offsets.intervals import (
     iso_millis,
 )
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, RunKey
-from airflow_provider_kafka_spark.offsets.runs import resolve_run
+from airflow_provider_kafka_spark.offsets.runs import RunRequest, resolve_run
 from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.base import (
     KafkaSparkBaseOperator,
@@ -41,6 +39,12 @@ from airflow_provider_kafka_spark.operators.base import (
 )
 from airflow_provider_kafka_spark.operators.lineage import Lineage, kafka_authority
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
+from airflow_provider_kafka_spark.operators.spec_sources import (
+    RunSpecs,
+    SpecSources,
+    choose_specs,
+    parse_spec,
+)
 from airflow_provider_kafka_spark.options import (
     ISOLATION_LEVELS,
     bad_argument,
@@ -67,16 +71,14 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
     time. Resolving a run again is an explicit choice: ``re_resolve=True`` or the run's Param
     ``re_resolve`` (then the new ranges are pinned).
 
-    Where each spec comes from, first match wins:
-
-    1. the DAG run's params ``start`` / ``stop`` when set (a manual run's trigger form, e.g.
-       ``{"start": "timestamp:2024-05-01T00:00:00Z", "stop": "latest"}``);
-    2. the ``start`` / ``stop`` arguments;
-    3. the intervals announced by the Kafka interval asset that started the run
-       (:func:`airflow_provider_kafka_spark.assets.kafka_interval_asset`): ``timestamp:<start>``
-       of the first and ``timestamp:<end>`` of the last (see below);
-    4. the run's data interval: ``timestamp:<data_interval_start>`` and
-       ``timestamp:<data_interval_end>``.
+    Where each spec comes from, first match wins (the table of
+    :func:`~airflow_provider_kafka_spark.operators.spec_sources.choose_specs`): the DAG run's
+    params ``start`` / ``stop`` when set (a manual run's trigger form, e.g.
+    ``{"start": "timestamp:2024-05-01T00:00:00Z", "stop": "latest"}``); the ``start`` /
+    ``stop`` arguments; the intervals announced by the Kafka interval asset that started the
+    run (:func:`airflow_provider_kafka_spark.assets.kafka_interval_asset`):
+    ``timestamp:<start>`` of the first and ``timestamp:<end>`` of the last (see below); the
+    run's data interval.
 
     A run without a data interval, or a zero-width one (``start`` and ``stop`` the same
     instant, as in a manual or asset-triggered run), is an error naming the Params to set,
@@ -190,8 +192,8 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         for name in ("start", "stop"):
             value = getattr(self, name)
             if value is not None and checkable(value, rendered=rendered):
-                spec = _parse(self.task_id, name, value)
-                if name == "stop" and _reads_table(spec):
+                spec = parse_spec(self.task_id, name, value)
+                if name == "stop" and spec.reads() == "table":
                     raise OffsetSpecError(
                         f"{self.task_id}: stop: {spec} is a starting spec only (it says where "
                         "the table's data ends); stop at 'latest', 'timestamp:<time>' or "
@@ -211,8 +213,8 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                  "table_application": self.table_application}
         if all(v is None for v in given.values()):
             if rendered or checkable(self.start, rendered=rendered):
-                start = _parse(task, "start", self.start) if self.start is not None else None
-                if start is not None and _reads_table(start):
+                start = parse_spec(task, "start", self.start) if self.start is not None else None
+                if start is not None and start.reads() == "table":
                     raise bad_argument(task, "table", None,
                                        f"the start spec {start} reads the table the ingest "
                                        "writes: pass table=, table_format= and "
@@ -232,10 +234,10 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                    meaning="an Airflow connection id")
         check_mapping(task, "spark_conf", self.spark_conf, meaning="Spark conf")
 
-    def table_offsets(self, start: Any) -> dict[tuple[str, int], int] | None:
+    def table_offsets(self, start: OffsetSpec) -> dict[tuple[str, int], int] | None:
         """The stops the table records for ``table_application`` (a Spark session reads
         them), when the start spec is ``table``; else None."""
-        if not _reads_table(start):
+        if start.reads() != "table":
             return None
         if self.table is None:
             raise bad_argument(self.task_id, "table", None,
@@ -262,11 +264,13 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         kafka_config = self.kafka_hook.get_kafka_config()
         run = RunKey(self.dag_id, self.task_id, context["run_id"],
                      getattr(context.get("ti"), "map_index", -1))
+        since = getattr(context.get("dag_run"), "run_after", None)
         intervals = self.announced_intervals(context)
-        if intervals and self._open_sides(context) == {"start", "stop"}:
-            intervals = self._claim(kafka_config, run, intervals,
-                                    getattr(context.get("dag_run"), "run_after", None))
-        start, stop = self.specs(context, intervals)
+        chosen = self.specs(context, intervals)
+        if chosen.sources == ("announced", "announced"):
+            intervals = self._claim(kafka_config, run, intervals, since)
+            chosen = self.specs(context, intervals)
+        start, stop = chosen.start, chosen.stop
         if isinstance(start, Timestamp) and isinstance(stop, Timestamp) \
                 and start.millis < stop.millis:
             span = Interval(start.millis, stop.millis)
@@ -283,22 +287,13 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         else:
             self.log.info("Resolving %s from %s to %s, unless the run has pinned ranges",
                           subscription, start, stop)
-        resolution = resolve_run(
-            kafka_config,
-            run,
-            subscription,
-            start,
-            stop,
-            since=getattr(context.get("dag_run"), "run_after", None),
-            re_resolve=re_resolve,
-            group_id=self.group_id or None,
-            table_offsets=lambda: self.table_offsets(start),
-            isolation_level=self.isolation_level,
-            on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
-            on_open_transaction=self.on_open_transaction,  # type: ignore[arg-type]
-            pins_topic=self.pins_topic,
-            timeout=self.timeout,
-        )
+        request = RunRequest(subscription, start, stop, group_id=self.group_id or None,
+                             isolation_level=self.isolation_level,
+                             on_data_loss=self.on_data_loss,  # type: ignore[arg-type]
+                             on_open_transaction=self.on_open_transaction,  # type: ignore[arg-type]
+                             timeout=self.timeout, pins_topic=self.pins_topic)
+        resolution = resolve_run(kafka_config, run, request, since=since, re_resolve=re_resolve,
+                                 table_offsets=lambda: self.table_offsets(start))
         ranges = resolution.ranges
         if resolution.pinned:
             self.log.info(
@@ -361,12 +356,6 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         raise ConfigurationError(f"{self.task_id}: the run was started by an error of the Kafka "
                                  f"interval asset it is scheduled on: {' / '.join(errors)}")
 
-    def _open_sides(self, context: Mapping[str, Any]) -> set[str]:
-        """The specs that neither the Params nor the arguments give."""
-        params = context.get("params") or {}
-        return {name for name in ("start", "stop")
-                if not (params.get(name) or getattr(self, name))}
-
     def _claim(self, kafka_config: Mapping[str, Any], run: RunKey, intervals: list[Interval],
                since: datetime | None) -> list[Interval]:
         """The intervals this run reads: those it holds the claim of (see the class doc).
@@ -399,26 +388,15 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                 "runs: trigger the DAG with the Params start and stop of each.")
         return held
 
-    def specs(self, context: Mapping[str, Any],
-              intervals: Sequence[Interval] = ()) -> tuple[Any, Any]:
-        """The parsed ``(start, stop)`` specs of this run; checked, never zero-width.
-        ``intervals``: the consecutive intervals announced for the run (see the class doc)."""
-        params = context.get("params") or {}
-        announced = ((f"timestamp:{intervals[0].start_ms}", f"timestamp:{intervals[-1].end_ms}")
-                     if intervals else (None, None))
-        start = _parse(self.task_id, "start", params.get("start") or self.start or announced[0]
-                       or _interval_bound(self.task_id, context, "data_interval_start", "start"))
-        stop = _parse(self.task_id, "stop", params.get("stop") or self.stop or announced[1]
-                      or _interval_bound(self.task_id, context, "data_interval_end", "stop"))
-        if isinstance(start, Timestamp) and isinstance(stop, Timestamp) and start == stop:
-            raise OffsetSpecError(
-                f"{self.task_id}: start and stop are the same instant ({start}): the run's data "
-                "interval is zero-width, as for a manual or asset-triggered run. Trigger the run "
-                "with the Params 'start' and 'stop' (e.g. {\"start\": "
-                "\"timestamp:2024-05-01T00:00:00Z\", \"stop\": \"timestamp:2024-05-01T01:00:00Z\"}), "
-                "or schedule the DAG with a timetable that has data intervals."
-            )
-        return start, stop
+    def specs(self, context: Mapping[str, Any], intervals: Sequence[Interval] = ()) -> RunSpecs:
+        """This run's specs (:func:`choose_specs` over what ``context`` offers), checked, never
+        zero-width. ``intervals``: the consecutive intervals announced for the run."""
+        return choose_specs(self.task_id, SpecSources(
+            params=context.get("params") or {},
+            arguments=(self.start, self.stop),
+            announced=tuple(intervals),
+            data_interval=(context.get("data_interval_start"), context.get("data_interval_end")),
+        ))
 
 
 def _announcements(events: Any) -> list[Announcement]:
@@ -436,28 +414,3 @@ def _announcements(events: Any) -> list[Announcement]:
             if announcement is not None:
                 found[json.dumps(announcement.to_payload(), sort_keys=True)] = announcement
     return list(found.values())
-
-
-def _reads_table(spec: Any) -> bool:
-    """Whether the start spec is ``table`` (or explicit offsets defaulting to it)."""
-    if isinstance(spec, SpecificOffsets):
-        return isinstance(spec.default, FromTable)
-    return isinstance(spec, FromTable)
-
-
-def _interval_bound(task_id: str, context: Mapping[str, Any], key: str, name: str) -> datetime:
-    moment = context.get(key)
-    if moment is None:
-        raise OffsetSpecError(
-            f"{task_id}: no {name} offset spec: the run has no data interval (a manual run "
-            f"without logical date, or an asset-triggered run) and no Param '{name}'. Trigger "
-            f"the run with the Params 'start' and 'stop', or pass {name}= to the operator."
-        )
-    return moment
-
-
-def _parse(task_id: str, name: str, value: Any) -> Any:
-    try:
-        return parse_offset_spec(value)
-    except OffsetSpecError as exc:
-        raise OffsetSpecError(f"{task_id}: {name}: {exc}") from None

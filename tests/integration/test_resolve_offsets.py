@@ -23,7 +23,9 @@ from airflow_provider_kafka_spark.offsets import (
     CommitError,
     ConfigurationError,
     DataLossError,
+    Earliest,
     IntervalNotCompleteError,
+    Latest,
     OffsetRanges,
     OffsetResolutionError,
     OffsetSpecError,
@@ -34,6 +36,7 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
     resolve_offsets,
 )
+from airflow_provider_kafka_spark.offsets.resolve import OffsetRequest, resolve_request
 from tests.support.topics import create_topic
 from tools.kafka_records import (
     MINUTE_MS,
@@ -231,15 +234,16 @@ def test_table_spec_misuse_is_refused_before_any_cluster_call() -> None:
 def test_boundary_misuse_is_refused_before_any_cluster_call() -> None:
     nowhere = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: the checks come first
     sub = Subscription.topics(["t"])
+    request = OffsetRequest(sub, Earliest(), Latest())
     with pytest.raises(ConfigurationError, match="boundary_starts are given but that side's "
                                                  "spec is earliest"):
-        resolve_offsets(nowhere, sub, "earliest", "latest", boundary_starts={("t", 0): 1})
+        resolve_request(nowhere, request, boundaries=({("t", 0): 1}, None))
     with pytest.raises(ConfigurationError, match="boundary_stops are given but that side's "
                                                  "spec is latest"):
-        resolve_offsets(nowhere, sub, "earliest", "latest", boundary_stops={("t", 0): 1})
+        resolve_request(nowhere, request, boundaries=(None, {("t", 0): 1}))
     with pytest.raises(ConfigurationError, match="boundary_stops=.* is not valid"):
-        resolve_offsets(nowhere, sub, "earliest", "timestamp:1700000000000",
-                        boundary_stops={("t", 0): -1})
+        resolve_request(nowhere, OffsetRequest(sub, Earliest(), Timestamp(1700000000000)),
+                        boundaries=(None, {("t", 0): -1}))
 
 
 def test_commit_refused_while_the_group_has_active_members(kafka_config, topic):

@@ -22,7 +22,7 @@ from airflow_provider_kafka_spark.offsets import (
 from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.offsets.internal_topics import ensure_compacted_topic
 from airflow_provider_kafka_spark.offsets.pins import PINS_PARTITIONS, RunKey
-from airflow_provider_kafka_spark.offsets.runs import resolve_run
+from airflow_provider_kafka_spark.offsets.runs import RunRequest, resolve_run
 from airflow_provider_kafka_spark.operators.resolve import KafkaResolveOffsetsOperator
 from tools.kafka_records import MINUTE_MS, produce, transactional_producer, wait_for_markers
 
@@ -159,8 +159,8 @@ def test_a_boundary_another_run_fixed_first_wins(kafka_config, new_topic):
     winners = _Boundaries(kafka_config, neighbour, None, "_kafka_spark_pins", 30).fix(
         {"stop": (at(5), {(topic, 0): 2})})
     assert winners["stop"].fixed_by == neighbour
-    resolution = resolve_run(kafka_config, run, subscription, Timestamp(at(5)),
-                             Timestamp(at(10)))
+    resolution = resolve_run(kafka_config, run,
+                             RunRequest(subscription, Timestamp(at(5)), Timestamp(at(10))))
     assert resolution.start_boundary is not None
     assert resolution.start_boundary.fixed_by == neighbour
     assert spans(resolution.ranges) == {0: (2, 4)}
@@ -194,21 +194,23 @@ def test_lookups_read_a_bounded_part_of_the_pins_topic(kafka_config, new_topic):
     assert producer.flush(60) == 0 and not failures, failures[:3]
 
     began = datetime.now(UTC) - timedelta(seconds=1)
-    first = resolve_run(kafka_config, RunKey("tiling", task, "first"), subscription,
-                        Timestamp(at(0)), Timestamp(at(5)), since=began, pins_topic=pins_topic)
+    first = resolve_run(kafka_config, RunKey("tiling", task, "first"),
+                        RunRequest(subscription, Timestamp(at(0)), Timestamp(at(5)),
+                                   pins_topic=pins_topic), since=began)
     assert spans(first.ranges) == {0: (0, 1), 1: (0, 1)}
     run = RunKey("tiling", task, "second")
-    resolution = resolve_run(kafka_config, run, subscription, Timestamp(at(5)),
-                             Timestamp(at(10)), since=began, pins_topic=pins_topic)
+    second = RunRequest(subscription, Timestamp(at(5)), Timestamp(at(10)),
+                        pins_topic=pins_topic)
+    resolution = resolve_run(kafka_config, run, second, since=began)
     assert spans(resolution.ranges) == {0: (1, 2), 1: (1, 2)}
     assert resolution.start_boundary is not None  # found among the recent records
     assert resolution.pins_read < 2_000, resolution.pins_read
     # Its pin, found again (a retry): bounded too.
-    again = resolve_run(kafka_config, run, subscription, Timestamp(at(5)), Timestamp(at(10)),
-                        since=began, pins_topic=pins_topic)
+    again = resolve_run(kafka_config, run, second, since=began)
     assert again.pinned and again.ranges == resolution.ranges
     assert again.pins_read < 2_000, again.pins_read
     # Without `since` the same lookups read the whole history.
-    unbounded = resolve_run(kafka_config, RunKey("tiling", task, "third"), subscription,
-                            Timestamp(at(10)), Timestamp(at(15)), pins_topic=pins_topic)
+    unbounded = resolve_run(kafka_config, RunKey("tiling", task, "third"),
+                            RunRequest(subscription, Timestamp(at(10)), Timestamp(at(15)),
+                                       pins_topic=pins_topic))
     assert unbounded.pins_read >= 100_000 / PINS_PARTITIONS

@@ -27,6 +27,7 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.offsets.intervals import Announcement, Interval
 from airflow_provider_kafka_spark.operators import KafkaResolveOffsetsOperator
+from airflow_provider_kafka_spark.operators.spec_sources import RunSpecs
 from airflow_provider_kafka_spark.triggers import KafkaIntervalEventTrigger
 from airflow_provider_kafka_spark.triggers.intervals import IntervalGrid
 
@@ -158,9 +159,12 @@ def test_announced_intervals_give_the_specs_params_and_arguments_left_open() -> 
     op = KafkaResolveOffsetsOperator(task_id="r", topics="orders")
     hours = [Interval(T0_MS, T0_MS + HOUR_MS), Interval(T0_MS + HOUR_MS, T0_MS + 2 * HOUR_MS)]
     context = {"params": {}, "data_interval_start": None, "data_interval_end": None}
-    assert op.specs(context, hours[:1]) == (Timestamp(T0_MS), Timestamp(T0_MS + HOUR_MS))
-    assert op.specs(context, hours) == (Timestamp(T0_MS), Timestamp(T0_MS + 2 * HOUR_MS))
-    assert op.specs({**context, "params": {"start": "earliest"}}, hours) == (
-        Earliest(), Timestamp(T0_MS + 2 * HOUR_MS))
+    both = ("announced", "announced")
+    assert op.specs(context, hours[:1]) == RunSpecs(Timestamp(T0_MS), Timestamp(T0_MS + HOUR_MS),
+                                                    both)
+    assert op.specs(context, hours) == RunSpecs(Timestamp(T0_MS), Timestamp(T0_MS + 2 * HOUR_MS),
+                                                both)
+    assert op.specs({**context, "params": {"start": "earliest"}}, hours) == RunSpecs(
+        Earliest(), Timestamp(T0_MS + 2 * HOUR_MS), ("params", "announced"))
     with pytest.raises(OffsetSpecError, match="no data interval"):
         op.specs(context)

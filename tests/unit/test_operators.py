@@ -38,6 +38,7 @@ from airflow_provider_kafka_spark.operators import (
 )
 from airflow_provider_kafka_spark.operators.base import ranges_table
 from airflow_provider_kafka_spark.operators.ingest import default_write_id, ledger_since
+from airflow_provider_kafka_spark.operators.spec_sources import RunSpecs
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
@@ -88,7 +89,8 @@ def test_bad_options_fail_at_parse_time() -> None:
 def test_resolve_specs_default_to_the_data_interval() -> None:
     op = KafkaResolveOffsetsOperator(task_id="r", topics="a")
     context = {"params": {}, "data_interval_start": T0, "data_interval_end": T1}
-    assert op.specs(context) == (Timestamp.from_datetime(T0), Timestamp.from_datetime(T1))
+    assert op.specs(context) == RunSpecs(Timestamp.from_datetime(T0), Timestamp.from_datetime(T1),
+                                         ("data_interval", "data_interval"))
 
 
 def test_resolve_params_override_arguments_and_interval() -> None:
@@ -96,7 +98,7 @@ def test_resolve_params_override_arguments_and_interval() -> None:
                                      stop="timestamp:2024-05-01T11:00:00Z")
     context = {"params": {"start": None, "stop": "latest"},
                "data_interval_start": T0, "data_interval_end": T0}
-    assert op.specs(context) == (Earliest(), Latest())
+    assert op.specs(context) == RunSpecs(Earliest(), Latest(), ("arguments", "params"))
 
 
 def test_zero_width_interval_is_an_error() -> None:
