@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -170,13 +169,3 @@ def spark() -> Iterator[Any]:
         yield session
     finally:
         session.stop()
-
-
-@pytest.fixture(autouse=True)
-def _free_pool_slots() -> Iterator[None]:
-    """Free the pool slots that tests calling ``prepare_exactly_once`` (the driver half of a
-    write, without its end) leave leased, so that no lease thread outlives its test."""
-    yield
-    plan = sys.modules.get("airflow_provider_kafka_spark.spark.write.plan")
-    for key in list(getattr(plan, "_LEASES", {})):
-        plan._LEASES.pop(key).release()  # type: ignore[union-attr]

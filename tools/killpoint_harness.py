@@ -7,7 +7,7 @@ write of a deterministic data set (keys ``k<partition>-<row>``) in one of two wa
     its own local Spark application calling ``write_kafka`` (driver, JVM and Python workers
     all die with the kill);
 ``python``
-    a plain process running the same per-task code path (``prepare_exactly_once`` +
+    a plain process running the same driver and per-task code path (``ExactlyOnceWrite`` +
     ``write_partition`` for each partition index in turn), without Spark's start-up time.
 
 The harness waits for the child's ``READY`` line, waits for the chosen moment, kills the child's
@@ -47,10 +47,7 @@ from airflow_provider_kafka_spark.spark.write.ledger import (
     ledger_start_offset,
     read_ledger,
 )
-from airflow_provider_kafka_spark.spark.write.plan import (
-    finish_exactly_once,
-    prepare_exactly_once,
-)
+from airflow_provider_kafka_spark.spark.write.plan import ExactlyOnce, ExactlyOnceWrite
 from airflow_provider_kafka_spark.spark.write.pool import LEASE_TTL_S
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
@@ -167,17 +164,14 @@ def write_plain(kafka_config: dict[str, Any], topic: str, write_id: str,
                 lease_ttl_s: float = LEASE_TTL_S) -> Any:
     """The exactly-once write without Spark: the driver half, then each task in turn; returns
     its plan."""
-    plan = prepare_exactly_once(
-        kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=write_id,
-        num_partitions=workload.partitions, ledger_topic=LEDGER,
-        transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, lease_ttl_s=lease_ttl_s)
-    plan = replace(plan, expected_rows=(workload.rows,) * workload.partitions)
-    try:
+    options = ExactlyOnce(prefix, write_id, ledger_topic=LEDGER,
+                          transaction_timeout_ms=TRANSACTION_TIMEOUT_MS, lease_ttl_s=lease_ttl_s)
+    with ExactlyOnceWrite(kafka_config, topic, options) as write:
+        plan = replace(write.prepare(admin_client(kafka_config), workload.partitions),
+                       expected_rows=(workload.rows,) * workload.partitions)
         for index in range(workload.partitions):
             write_partition(plan, index, partition_batches(
                 index, workload.rows, workload.batch_rows, workload.pause_s))
-    finally:
-        finish_exactly_once(plan)
     return plan
 
 
@@ -229,8 +223,7 @@ def committed_tasks(kafka_config: dict[str, Any], write_id: str, prefix: str = P
     partition = ledger_partition(write_id, ensure_ledger_topic(admin, LEDGER))
     stable = ledger_end_offset(admin, LEDGER, partition, committed=True)
     return len(read_ledger(kafka_config, LEDGER, partition, transactional_id_prefix=prefix,
-                           write_id=write_id, output_topic=None,
-                           start_offset=ledger_start_offset(admin, LEDGER, partition),
+                           write_id=write_id, start_offset=ledger_start_offset(admin, LEDGER, partition),
                            until_offset=stable, timeout=60).entries)
 
 

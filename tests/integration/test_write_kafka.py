@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
 import uuid
-import zlib
 from collections import Counter
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
 
 from airflow_provider_kafka_spark.errors import (
     DeliveryError,
@@ -22,7 +18,7 @@ from airflow_provider_kafka_spark.errors import (
     TransactionInitTimeoutError,
     WriteConfigError,
 )
-from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
+from airflow_provider_kafka_spark.spark.write.plan import ExactlyOnce, ExactlyOnceWrite
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tools.write_kafka_rows import (
@@ -210,49 +206,48 @@ def test_init_transactions_timeout_names_the_transaction_state_settings(
 
 
 def test_a_zombie_with_the_same_prefix_and_write_id_is_fenced_and_rows_appear_once(
-    kafka_config: dict[str, Any], new_topic: Any
+    kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any
 ) -> None:
     """Two attempts of task 0 overlap: the zombie has produced half its rows when the newer
     attempt fences it, writes and commits; the zombie's commit then fails as fenced."""
     topic = new_topic(partitions=2)
     rows = 400
-    plan = prepare_exactly_once(
-        kafka_config, topic=topic, transactional_id_prefix="test-zombie",
-        write_id=f"zombie-{uuid.uuid4().hex}", num_partitions=1,
-        ledger_topic="_kafka_spark_ledger", transaction_timeout_ms=30000)
-    plan = replace(plan, expected_rows=(rows,))
-    zombie_produced_half, newer_done = threading.Event(), threading.Event()
-    zombie_error: list[BaseException] = []
+    with ExactlyOnceWrite(kafka_config, topic, ExactlyOnce(
+            "test-zombie", f"zombie-{uuid.uuid4().hex}", transaction_timeout_ms=30000)) as write:
+        plan = replace(write.prepare(kafka_admin, num_partitions=1),
+                       expected_rows=(rows,))
+        zombie_produced_half, newer_done = threading.Event(), threading.Event()
+        zombie_error: list[BaseException] = []
 
-    def zombie_batches() -> Any:
-        for n, batch in enumerate(partition_batches(0, rows, batch_rows=100)):
-            if n == 2:
-                zombie_produced_half.set()
-                assert newer_done.wait(60)
-            yield batch
+        def zombie_batches() -> Any:
+            for n, batch in enumerate(partition_batches(0, rows, batch_rows=100)):
+                if n == 2:
+                    zombie_produced_half.set()
+                    assert newer_done.wait(60)
+                yield batch
 
-    def zombie() -> None:
-        try:
-            write_partition(plan, 0, zombie_batches())
-        except BaseException as exc:  # handed to the test thread
-            zombie_error.append(exc)
+        def zombie() -> None:
+            try:
+                write_partition(plan, 0, zombie_batches())
+            except BaseException as exc:  # handed to the test thread
+                zombie_error.append(exc)
 
-    thread = threading.Thread(target=zombie)
-    thread.start()
-    assert zombie_produced_half.wait(60)
-    newer = write_partition(plan, 0, partition_batches(0, rows, batch_rows=100))
-    newer_done.set()
-    thread.join(60)
+        thread = threading.Thread(target=zombie)
+        thread.start()
+        assert zombie_produced_half.wait(60)
+        newer = write_partition(plan, 0, partition_batches(0, rows, batch_rows=100))
+        newer_done.set()
+        thread.join(60)
 
-    assert newer.records == rows and not newer.skipped
-    assert len(zombie_error) == 1 and isinstance(zombie_error[0], ProducerFencedError)
-    assert "unique per application" in str(zombie_error[0])
-    keys = Counter(r.key for r in read_committed(kafka_config, topic))
-    assert keys == expected_keys(1, rows)
-    # A third attempt (e.g. an Airflow re-run) finds the task in the ledger and skips it.
-    third = write_partition(plan, 0, partition_batches(0, rows, batch_rows=100))
-    assert third.skipped and third.records == 0
-    assert Counter(r.key for r in read_committed(kafka_config, topic)) == expected_keys(1, rows)
+        assert newer.records == rows and not newer.skipped
+        assert len(zombie_error) == 1 and isinstance(zombie_error[0], ProducerFencedError)
+        assert "unique per application" in str(zombie_error[0])
+        keys = Counter(r.key for r in read_committed(kafka_config, topic))
+        assert keys == expected_keys(1, rows)
+        # A third attempt (e.g. an Airflow re-run) finds the task in the ledger and skips it.
+        third = write_partition(plan, 0, partition_batches(0, rows, batch_rows=100))
+        assert third.skipped and third.records == 0
+        assert Counter(r.key for r in read_committed(kafka_config, topic)) == expected_keys(1, rows)
 
 
 def _ledger(new_topic: Any, partitions: int = 1) -> str:
@@ -317,70 +312,3 @@ def test_a_write_id_that_is_a_prefix_of_an_earlier_write_id_is_a_different_write
     assert (daily.records_written, daily.skipped_tasks) == (10, ())
     assert (whole.records_written, whole.skipped_tasks) == (10, ())
     assert _keys(kafka_config, out) == _expected_keys(range(10), copies=2)
-
-
-def _legacy_entry(write_id: str, index: int, num_partitions: int, records: int,
-                  topics: list[str]) -> tuple[bytes, bytes]:
-    """A ledger record as versions before ledger format 2 wrote it, spelled out by hand."""
-    value = {"write_id": write_id, "index": index, "num_partitions": num_partitions,
-             "records": records, "topics": topics}
-    return f"{write_id}/{index}".encode(), json.dumps(value, sort_keys=True).encode()
-
-
-def _write_legacy_ledger(kafka_config: dict[str, Any], ledger: str, partition: int,
-                         entries: list[tuple[bytes, bytes]]) -> None:
-    producer = Producer(kafka_config)
-    for key, value in entries:
-        producer.produce(ledger, value, key, partition)
-    assert producer.flush(30) == 0
-
-
-def test_a_legacy_ledger_entry_of_the_same_write_id_and_exactly_its_topic_is_used(
-    spark: Any, kafka_config: dict[str, Any], new_topic: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    """Format-1 entries (no prefix recorded) sit in partition crc32(write_id) % partitions.
-    One of this very write id naming exactly this write's topic counts as committed, with a
-    warning; one of a longer write id that merely starts with ``<write_id>/`` never counts."""
-    ledger, out = _ledger(new_topic, partitions=8), new_topic(partitions=1)
-    write_id = "2024-05-02"
-    _write_legacy_ledger(kafka_config, ledger, zlib.crc32(write_id.encode()) % 8, [
-        _legacy_entry(write_id, 0, 2, 10, [out]),
-        _legacy_entry(f"{write_id}/backfill", 1, 2, 10, [out]),
-    ])
-    caplog.set_level(logging.WARNING, logger="airflow_provider_kafka_spark")
-
-    result = write_kafka(_keyed_df(spark, 20, partitions=2), kafka_config, topic=out,
-                         transactional_id_prefix="app-legacy", write_id=write_id,
-                         ledger_topic=ledger)
-
-    assert result.skipped_tasks == (0,)
-    assert result.records_per_task == {1: 10}
-    assert result.topics == (out,)
-    assert _keys(kafka_config, out) == _expected_keys(range(10, 20))
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any("format-1" in w and "tasks [0]" in w and repr(write_id) in w
-               for w in warnings), warnings
-
-
-def test_a_legacy_ledger_entry_naming_other_topics_or_for_a_topic_column_is_ignored(
-    kafka_config: dict[str, Any], new_topic: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    """A format-1 entry that cannot be told apart from another application's is not taken:
-    its task is written again (a warning says so)."""
-    ledger, out, other = _ledger(new_topic), new_topic(partitions=1), new_topic(partitions=1)
-    write_id = "2024-05-03"
-    _write_legacy_ledger(kafka_config, ledger, 0, [
-        _legacy_entry(write_id, 0, 2, 10, [other]),
-        _legacy_entry(write_id, 1, 2, 10, [out, other]),
-    ])
-    caplog.set_level(logging.WARNING, logger="airflow_provider_kafka_spark")
-
-    def committed(topic: str | None) -> frozenset[int]:
-        return prepare_exactly_once(
-            kafka_config, topic=topic, transactional_id_prefix="app-legacy", write_id=write_id,
-            num_partitions=2, ledger_topic=ledger, transaction_timeout_ms=30000).committed
-
-    assert committed(out) == frozenset()
-    assert committed(None) == frozenset()  # a topic column: the targets are not known
-    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert sum("ignoring format-1" in w and "tasks [0, 1]" in w for w in warnings) == 2, warnings

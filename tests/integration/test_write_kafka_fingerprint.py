@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 
 from airflow_provider_kafka_spark.errors import LedgerError
 from airflow_provider_kafka_spark.spark.write.ledger import LedgerEntry, TaskInput
-from airflow_provider_kafka_spark.spark.write.plan import prepare_exactly_once
+from airflow_provider_kafka_spark.spark.write.plan import ExactlyOnce, ExactlyOnceWrite
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 from tools.write_kafka_rows import partition_batches, read_committed
@@ -128,26 +128,24 @@ def test_entries_without_a_digest_are_compared_by_rows_and_topics(
 
 
 def test_a_task_finding_its_entry_from_other_input_fails(
-    kafka_config: dict[str, Any], new_topic: Any
+    kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any
 ) -> None:
     """Two writes of one write_id with different input both planned before either committed:
     the second one's task sees the first one's entry after fencing, and refuses it."""
     out, ledger = new_topic(partitions=1), _ledger(new_topic)
-    write_id = f"race-{uuid.uuid4().hex}"
+    options = ExactlyOnce(PREFIX, f"race-{uuid.uuid4().hex}", ledger_topic=ledger,
+                          transaction_timeout_ms=30000)
 
-    def plan(digest: str) -> Any:
-        return prepare_exactly_once(
-            kafka_config, topic=out, transactional_id_prefix=PREFIX, write_id=write_id,
-            num_partitions=1, ledger_topic=ledger, transaction_timeout_ms=30000,
-            inputs=[TaskInput(100, (out,), digest)])
+    with ExactlyOnceWrite(kafka_config, out, options) as one, \
+            ExactlyOnceWrite(kafka_config, out, options) as other:
+        first = one.prepare(kafka_admin, 1, [TaskInput(100, (out,), "00000000000000aa")])
+        second = other.prepare(kafka_admin, 1, [TaskInput(100, (out,), "00000000000000bb")])
+        write_partition(first, 0, partition_batches(0, 100, batch_rows=50))
 
-    first, second = plan("00000000000000aa"), plan("00000000000000bb")
-    write_partition(first, 0, partition_batches(0, 100, batch_rows=50))
-
-    with pytest.raises(LedgerError, match=r"already committed task 0 from other input "
-                                          r"\(content digest: 00000000000000aa committed, "
-                                          r"00000000000000bb now\)"):
-        write_partition(second, 0, partition_batches(0, 100, batch_rows=50))
+        with pytest.raises(LedgerError, match=r"already committed task 0 from other input "
+                                              r"\(content digest: 00000000000000aa committed, "
+                                              r"00000000000000bb now\)"):
+            write_partition(second, 0, partition_batches(0, 100, batch_rows=50))
     assert sum(_contents(kafka_config, out).values()) == 100
 
 

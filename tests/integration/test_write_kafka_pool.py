@@ -22,14 +22,12 @@ from typing import Any
 import pyarrow as pa
 from confluent_kafka import Producer
 
+from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerEntry,
     ledger_partition,
 )
-from airflow_provider_kafka_spark.spark.write.plan import (
-    finish_exactly_once,
-    prepare_exactly_once,
-)
+from airflow_provider_kafka_spark.spark.write.plan import ExactlyOnce, ExactlyOnceWrite
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from tools.killpoint_harness import (
     Workload,
@@ -53,24 +51,28 @@ def _batches(tag: str, index: int, rows: int, pause_s: float = 0.0) -> list[pa.R
     })]
 
 
+def _options(prefix: str, write_id: str, ledger: str = LEDGER, **kwargs: Any) -> ExactlyOnce:
+    return ExactlyOnce(prefix, write_id, ledger_topic=ledger, transaction_timeout_ms=30000,
+                       **kwargs)
+
+
 def _write(kafka_config: dict[str, Any], topic: str, prefix: str, write_id: str,
            partitions: int, rows: int, *, pause_s: float = 0.0, ledger: str = LEDGER,
            held: list[float] | None = None, **kwargs: Any) -> Any:
     """One exactly-once write without Spark (the driver half, then each task); its plan.
     ``held`` gets the monotonic times between which the write held its pool slot (within)."""
-    plan = prepare_exactly_once(kafka_config, topic=topic, transactional_id_prefix=prefix,
-                                write_id=write_id, num_partitions=partitions, ledger_topic=ledger,
-                                transaction_timeout_ms=30000, **kwargs)
-    plan = replace(plan, expected_rows=(rows,) * partitions)
-    if held is not None:
-        held.append(time.monotonic())
-    try:
-        for index in range(partitions):
-            write_partition(plan, index, _batches(write_id, index, rows, pause_s))
-    finally:
+    with ExactlyOnceWrite(kafka_config, topic, _options(prefix, write_id, ledger,
+                                                        **kwargs)) as write:
+        plan = replace(write.prepare(admin_client(kafka_config), partitions),
+                       expected_rows=(rows,) * partitions)
         if held is not None:
             held.append(time.monotonic())
-        finish_exactly_once(plan)
+        try:
+            for index in range(partitions):
+                write_partition(plan, index, _batches(write_id, index, rows, pause_s))
+        finally:
+            if held is not None:
+                held.append(time.monotonic())
     return plan
 
 
@@ -182,16 +184,14 @@ def test_the_ledger_check_reads_only_what_was_written_since_the_write_began(
     assert producer.flush(60) == 0
     began = datetime.now(UTC)
     first = _write(kafka_config, topic, prefix, write_id, 2, 10, ledger=ledger,
-                   ledger_since_ms=int(began.timestamp() * 1000))
+                   ledger_since=began)
     assert first.ledger_records_read < 10
 
-    bounded = prepare_exactly_once(
-        kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=write_id,
-        num_partitions=2, ledger_topic=ledger, transaction_timeout_ms=30000,
-        ledger_since_ms=int(began.timestamp() * 1000))
-    unbounded = prepare_exactly_once(
-        kafka_config, topic=topic, transactional_id_prefix=prefix, write_id=write_id,
-        num_partitions=2, ledger_topic=ledger, transaction_timeout_ms=30000)
+    with ExactlyOnceWrite(kafka_config, topic, _options(prefix, write_id, ledger,
+                                                        ledger_since=began)) as write:
+        bounded = write.prepare(admin_client(kafka_config), 2)
+    with ExactlyOnceWrite(kafka_config, topic, _options(prefix, write_id, ledger)) as write:
+        unbounded = write.prepare(admin_client(kafka_config), 2)
     assert bounded.committed == unbounded.committed == frozenset({0, 1})
     assert bounded.ledger_records_read <= 10
     assert unbounded.ledger_records_read >= 100_000

@@ -4,8 +4,9 @@
 ``checks``        the arguments and columns (before the cluster is touched)
 ``cluster``       the cluster's metadata: topics exist, ``transaction.max.timeout.ms``
 ``prepass``       one Spark stage over the input: bad rows, each partition's fingerprint
-``plan``          ``TaskPlan`` (what every task is told); for ``exactly_once`` made against
-                  the ledger: tasks already committed, fencing an earlier attempt
+``plan``          ``TaskPlan`` (what every task is told); ``ExactlyOnceWrite``, the driver's
+                  side of ``exactly_once``: the plan made against the ledger (tasks already
+                  committed, fencing an earlier attempt), the pool slot's lease
 ``ledger``        the compacted topic recording which tasks of which write committed
 ``task``          what a Spark task runs: produce its partition, flush; or the exactly-once
                   protocol

@@ -9,7 +9,7 @@ write id, and a write id may begin with another one and a slash. All records of 
 to ledger partition ``crc32(w) % partitions``, so one partition read answers "what is done
 already".
 
-Format 2 (this version writes it)::
+The records (format 2)::
 
     key    JSON array ["v2", p, w, i]   e.g. ["v2","orders","orders/clean/2024-05-04",3]
     value  JSON object {"format": 2, "transactional_id_prefix": p, "write_id": w, "index": i,
@@ -24,14 +24,6 @@ identity in every entry (``identity``; ``records`` and ``topics`` are then what 
 and refuses entries of another identity. Entries written before fingerprints have no
 ``digest``; their content is unknown and only their ``records`` and ``topics`` are compared.
 
-Format 1 (earlier versions) keyed the record ``<w>/<i>``, left ``transactional_id_prefix`` out
-of the value and chose the same partition. A format-1 entry does not say which application
-wrote it, so it counts as committed only when it cannot be another application's guess: its
-key is exactly ``<w>/<i>`` of this write id (never a longer id that starts with ``<w>/``), and
-the topics it records are exactly this write's ``topic=``. A warning says so when one is used.
-Any other format-1 entry of this write id (other topics, or a write routed by a ``topic``
-column) is ignored with a warning, and its task is written again.
-
 Reads use ``isolation.level=read_committed``: a record of an open or aborted transaction is
 never seen as done.
 """
@@ -40,8 +32,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -54,8 +44,6 @@ from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 
-log = logging.getLogger(__name__)
-
 # Partitions of a ledger topic we create. Writes spread over them by hash of the write id.
 LEDGER_PARTITIONS = 8
 
@@ -65,59 +53,47 @@ LEDGER_PARTITIONS = 8
 # records of aborted transactions and transaction markers.
 
 _KEY_TAG = "v2"
-_LEGACY_INDEX = re.compile(r"0|[1-9][0-9]*")
 
 
 @dataclass(frozen=True)
 class LedgerKey:
     """Which task a ledger record is about: task ``index`` of ``write_id`` of the application
-    with ``transactional_id_prefix`` (``None``: a format-1 key, which does not record it)."""
+    with ``transactional_id_prefix``."""
 
-    transactional_id_prefix: str | None
+    transactional_id_prefix: str
     write_id: str
     index: int
 
     def encode(self) -> bytes:
-        """``["v2", prefix, write_id, index]`` as compact JSON; ``<write_id>/<index>`` for a
-        format-1 key."""
-        if self.transactional_id_prefix is None:
-            return f"{self.write_id}/{self.index}".encode()
+        """``["v2", prefix, write_id, index]`` as compact JSON."""
         return json.dumps([_KEY_TAG, self.transactional_id_prefix, self.write_id, self.index],
                           separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> LedgerKey | None:
-        """The key ``raw`` encodes, in either format; ``None`` if it is no ledger key."""
+        """The key ``raw`` encodes; ``None`` if it is no ledger key."""
+        if not raw.startswith(f'["{_KEY_TAG}",'.encode()):
+            return None
         try:
-            text = raw.decode()
-        except UnicodeDecodeError:
+            parts = json.loads(raw)
+        except ValueError:
             return None
-        if text.startswith(f'["{_KEY_TAG}",'):
-            try:
-                parts = json.loads(text)
-            except ValueError:
-                parts = None
-            if (isinstance(parts, list) and len(parts) == 4 and isinstance(parts[1], str)
-                    and isinstance(parts[2], str) and type(parts[3]) is int and parts[3] >= 0):
-                return cls(parts[1], parts[2], parts[3])
-        write_id, slash, index = text.rpartition("/")
-        if not slash or not _LEGACY_INDEX.fullmatch(index):
-            return None
-        return cls(None, write_id, int(index))
+        if (isinstance(parts, list) and len(parts) == 4 and isinstance(parts[1], str)
+                and isinstance(parts[2], str) and type(parts[3]) is int and parts[3] >= 0):
+            return cls(parts[1], parts[2], parts[3])
+        return None
 
     def belongs_to(self, transactional_id_prefix: str, write_id: str) -> bool:
-        """Whether this key may be one of the write ``(transactional_id_prefix, write_id)``:
-        its own format-2 key, or a format-1 key of exactly ``write_id``."""
-        return self.write_id == write_id and \
-            self.transactional_id_prefix in (transactional_id_prefix, None)
+        """Whether this key is one of the write ``(transactional_id_prefix, write_id)``."""
+        return (self.transactional_id_prefix, self.write_id) == (transactional_id_prefix,
+                                                                 write_id)
 
 
 @dataclass(frozen=True)
 class LedgerEntry:
-    """One committed Spark task of one write; ``transactional_id_prefix`` is ``None`` for a
-    format-1 entry."""
+    """One committed Spark task of one write."""
 
-    transactional_id_prefix: str | None
+    transactional_id_prefix: str
     write_id: str
     index: int
     num_partitions: int
@@ -133,14 +109,14 @@ class LedgerEntry:
     def value(self) -> bytes:
         """The value of this entry's ledger record (JSON, see the module doc)."""
         doc: dict[str, Any] = {
+            "format": 2,
+            "transactional_id_prefix": self.transactional_id_prefix,
             "write_id": self.write_id,
             "index": self.index,
             "num_partitions": self.num_partitions,
             "records": self.records,
             "topics": list(self.topics),
         }
-        if self.transactional_id_prefix is not None:
-            doc.update(format=2, transactional_id_prefix=self.transactional_id_prefix)
         if self.digest is not None:
             doc["digest"] = self.digest
         if self.identity is not None:
@@ -149,7 +125,7 @@ class LedgerEntry:
 
     @classmethod
     def from_value(cls, value: bytes) -> LedgerEntry:
-        """The entry a ledger record's value holds, in either format.
+        """The entry a ledger record's value holds.
 
         Raises:
             LedgerError: ``value`` is not a ledger entry.
@@ -157,7 +133,7 @@ class LedgerEntry:
         try:
             doc = json.loads(value)
             return cls(
-                transactional_id_prefix=doc.get("transactional_id_prefix"),
+                transactional_id_prefix=str(doc["transactional_id_prefix"]),
                 write_id=doc["write_id"],
                 index=int(doc["index"]),
                 num_partitions=int(doc["num_partitions"]),
@@ -303,8 +279,8 @@ def first_slot(records: Iterable[InternalRecord], key: bytes) -> int | None:
 
 def ledger_partition(write_id: str, num_partitions: int) -> int:
     """The ledger partition holding every record of ``write_id``: ``crc32(write_id) %
-    num_partitions``, as in format 1, so a write finds its format-1 entries. The prefix is not
-    part of it: applications sharing a write id share a partition, each reading its own keys."""
+    num_partitions``. The prefix is not part of it: applications sharing a write id share a
+    partition, each reading its own keys."""
     return internal_topics.partition_for(write_id, num_partitions)
 
 
@@ -313,29 +289,21 @@ def committed_entries(
     *,
     transactional_id_prefix: str,
     write_id: str,
-    output_topic: str | None,
 ) -> dict[int, LedgerEntry]:
     """The committed tasks of the write ``(transactional_id_prefix, write_id)`` among ledger
-    ``records`` (in offset order), by partition index.
-
-    The newest record of a key wins; a tombstone (``value=None``) forgets the task. The write's
-    format-2 entries always count. A format-1 entry of exactly ``write_id`` counts, with a
-    warning, only when ``output_topic`` (the write's ``topic=``; ``None`` when rows are routed
-    by a ``topic`` column) is given and the entry's topics are exactly ``[output_topic]``;
-    otherwise it is ignored with a warning. Records of any other key are ignored silently.
+    ``records`` (in offset order), by partition index. The newest record of a key wins; a
+    tombstone (``value=None``) forgets the task; records of any other key are ignored.
 
     Raises:
         LedgerError: a record's value is not a ledger entry or disagrees with its key.
     """
-    current: dict[int, LedgerEntry] = {}
-    legacy: dict[int, LedgerEntry] = {}
+    entries: dict[int, LedgerEntry] = {}
     for record in records:
         key = LedgerKey.decode(record.key)
         if key is None or not key.belongs_to(transactional_id_prefix, write_id):
             continue
-        found = legacy if key.transactional_id_prefix is None else current
         if record.value is None:
-            found.pop(key.index, None)
+            entries.pop(key.index, None)
             continue
         entry = LedgerEntry.from_value(record.value)
         if entry.key() != key:
@@ -344,32 +312,8 @@ def committed_entries(
                 f"is about {entry.key()}; the ledger topic holds records this package did not "
                 "write. Pass a ledger_topic= that only write_kafka writes to."
             )
-        found[key.index] = entry
-    unclaimed = {i: e for i, e in legacy.items() if i not in current}
-    if output_topic is not None:
-        used = sorted(i for i, e in unclaimed.items() if e.topics == (output_topic,))
-    else:
-        used = []
-    if used:
-        log.warning(
-            "ledger: using format-1 entries (written by an earlier version of this package, "
-            "without transactional_id_prefix) of tasks %s of write_id %r: they record exactly "
-            "this write's topic %r, so these tasks count as committed. Format-1 entries cannot "
-            "tell applications apart; if another application wrote %r under the same write_id, "
-            "re-run this write with a new write_id.",
-            used, write_id, output_topic, output_topic)
-    ignored = sorted(set(unclaimed) - set(used))
-    if ignored:
-        target = (f"topic={output_topic!r}" if output_topic is not None
-                  else "the topics of its 'topic' column")
-        log.warning(
-            "ledger: ignoring format-1 entries (written by an earlier version of this package, "
-            "without transactional_id_prefix) of tasks %s of write_id %r: they record the "
-            "topics %s, not exactly this write's %s, so they may be another application's. "
-            "These tasks are written again; if an earlier version of this very write committed "
-            "them, their rows appear twice.",
-            ignored, write_id, sorted({unclaimed[i].topics for i in ignored}), target)
-    return {**current, **{i: unclaimed[i] for i in used}}
+        entries[key.index] = entry
+    return entries
 
 
 _OFFSETS_HINT = (" Check that the brokers are up and that this client may describe the ledger "
@@ -465,16 +409,13 @@ def read_ledger(
     *,
     transactional_id_prefix: str,
     write_id: str,
-    output_topic: str | None,
     start_offset: int,
     until_offset: int,
     timeout: float,
 ) -> LedgerView:
     """The committed tasks of the write ``(transactional_id_prefix, write_id)`` whose ledger
-    records lie in ``[start_offset, until_offset)`` of ``topic[partition]``, and its slot.
-
-    Which entries count is :func:`committed_entries`' rule (``output_topic`` is the write's
-    ``topic=``, ``None`` for a ``topic`` column). Reads with ``isolation.level=read_committed``
+    records lie in ``[start_offset, until_offset)`` of ``topic[partition]`` (see
+    :func:`committed_entries`), and its slot. Reads with ``isolation.level=read_committed``
     and waits until every record below ``until_offset`` is decided (committed or aborted), i.e.
     until the partition's last stable offset reaches ``until_offset``.
 
@@ -498,6 +439,6 @@ def read_ledger(
             keep=keep, timeout=timeout)
     entries = committed_entries([r for r in read.records if r.key != own_slot_key],
                                 transactional_id_prefix=transactional_id_prefix,
-                                write_id=write_id, output_topic=output_topic)
+                                write_id=write_id)
     return LedgerView(entries, read.end_offset, first_slot(read.records, own_slot_key),
                       read.scanned)

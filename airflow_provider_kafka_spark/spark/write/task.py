@@ -208,8 +208,8 @@ def _write_exactly_once(
     high = ledger_high_watermark(plan.kafka_config, plan.ledger_topic, plan.ledger_partition)
     view = read_ledger(plan.kafka_config, plan.ledger_topic, plan.ledger_partition,
                        transactional_id_prefix=plan.transactional_id_prefix,
-                       write_id=plan.write_id, output_topic=plan.topic,
-                       start_offset=plan.ledger_offset, until_offset=high, timeout=timeout)
+                       write_id=plan.write_id, start_offset=plan.ledger_offset,
+                       until_offset=high, timeout=timeout)
     if index in view.entries:
         entry = view.entries[index]
         if plan.expected_rows is not None:

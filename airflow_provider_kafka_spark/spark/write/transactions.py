@@ -26,7 +26,6 @@ Nothing here imports Spark.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
 from confluent_kafka import KafkaError, KafkaException
@@ -50,14 +49,6 @@ _COORDINATOR_CANNOT_WRITE = frozenset({
     KafkaError._TIMED_OUT, KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_ENOUGH_REPLICAS,
     KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
 })
-
-
-def legacy_transactional_id(prefix: str, write_id: str, index: int) -> str:
-    """``<prefix>-<first 12 hex digits of sha256(write_id)>-<index>``: the id earlier versions
-    of this package gave task ``index`` of ``write_id`` (this one uses the pool's ids,
-    :mod:`~airflow_provider_kafka_spark.spark.write.pool`)."""
-    digest = hashlib.sha256(write_id.encode()).hexdigest()[:12]
-    return f"{prefix}-{digest}-{index}"
 
 
 def init_transactions(producer: BatchProducer, tid: str, timeout: float) -> None:

@@ -15,7 +15,7 @@ is explained in ``docs/exactly-once.md`` and
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -23,25 +23,20 @@ import pyarrow as pa
 
 from airflow_provider_kafka_spark.errors import kafka_errors
 from airflow_provider_kafka_spark.offsets.cluster import admin_client
-from airflow_provider_kafka_spark.options import REGISTRY_FORMATS
-from airflow_provider_kafka_spark.spark.formats.encode import encode_columns
+from airflow_provider_kafka_spark.options import REGISTRY_FORMATS, DeliveryGuarantee
+from airflow_provider_kafka_spark.spark.formats.encode import FieldCodec, encode_columns
 from airflow_provider_kafka_spark.spark.write.checks import (
     check_columns,
-    check_exactly_once_args,
     check_guarantee,
-    check_input_identity,
-    check_ledger_record_fits,
-    check_ledger_since,
     check_metadata_timeout,
     rows_need_checking,
 )
-from airflow_provider_kafka_spark.spark.write.cluster import (
-    check_topics_exist,
-    check_transaction_timeout,
-    read_cluster,
+from airflow_provider_kafka_spark.spark.write.cluster import check_topics_exist, read_cluster
+from airflow_provider_kafka_spark.spark.write.plan import (
+    ExactlyOnce,
+    ExactlyOnceWrite,
+    TaskPlan,
 )
-from airflow_provider_kafka_spark.spark.write.ledger import input_identity_digest
-from airflow_provider_kafka_spark.spark.write.plan import TaskPlan, plan_exactly_once
 from airflow_provider_kafka_spark.spark.write.prepass import check_rows, scan_input
 from airflow_provider_kafka_spark.spark.write.producer import check_producer_config
 from airflow_provider_kafka_spark.spark.write.task import TaskOutcome, write_partition
@@ -164,10 +159,9 @@ def write_kafka(
         application on the cluster; ``write_id`` must stay the same across retries and re-runs
         of the same write, and names one input: a committed task whose recorded input
         fingerprint differs from this DataFrame's is refused. A write counts only the ledger
-        entries of exactly its own ``(transactional_id_prefix, write_id)``; entries of earlier
-        versions (ledger format 1) count only under the narrow rule in
-        ``docs/exactly-once.md``. ``input_identity``: ``df`` is a deterministic function of
-        the pinned input this string names (e.g. the offset ranges of a bounded Kafka read);
+        entries of exactly its own ``(transactional_id_prefix, write_id)``.
+        ``input_identity``: ``df`` is a deterministic function of the pinned input this string
+        names (e.g. the offset ranges of a bounded Kafka read);
         the ledger records its SHA-256 instead of fingerprinting ``df``, a re-run of the same
         write id with another identity is refused (:class:`LedgerError`, nothing written), and
         on a classic session ``df`` is evaluated once: no pre-pass, unless a row can be
@@ -203,50 +197,82 @@ def write_kafka(
             :class:`InputTruncatedError` name the cause.
     """
     guarantee = check_guarantee(delivery_guarantee)
-    check_columns(df, topic, encoded={field for field, fmt in (("key", key_format),
-                                                               ("value", value_format))
-                                      if fmt in REGISTRY_FORMATS})
+    encoding = Encoding(key_format, value_format, key_schema, value_schema, schema_registry,
+                        auto_register_schemas, subject_name_strategy, schema_id_location)
+    df = check_columns(df, topic, encoding.registry_columns())
+    delivery: DeliveryGuarantee | ExactlyOnce = guarantee
     if guarantee == "exactly_once":
-        prefix, wid = check_exactly_once_args(transactional_id_prefix, write_id,
-                                              transaction_timeout_ms)
-        since_ms = check_ledger_since(ledger_since)
-        check_producer_config(kafka_config, guarantee, transactional_id=f"{prefix}-x",
-                              transaction_timeout_ms=transaction_timeout_ms)
-        check_ledger_record_fits(prefix, wid, topic, kafka_config,
-                                 identity=check_input_identity(input_identity) is not None)
+        delivery = ExactlyOnce(  # None for either id is refused with what to pass
+            transactional_id_prefix, write_id,  # type: ignore[arg-type]
+            ledger_topic=ledger_topic, transaction_timeout_ms=transaction_timeout_ms,
+            init_transactions_timeout_s=init_transactions_timeout_s,
+            max_transaction_retries=max_transaction_retries,
+            retry_buffer_bytes=retry_buffer_bytes, ledger_since=ledger_since,
+            input_identity=input_identity)
+    return _write(df, kafka_config, topic, encoding, delivery, metadata_timeout_s)
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """How ``write_kafka`` encodes the ``key`` and ``value`` columns: its arguments of the
+    same names, checked when applied (:func:`encode_columns`)."""
+
+    key_format: str = "bytes"
+    value_format: str = "bytes"
+    key_schema: Any = None
+    value_schema: Any = None
+    schema_registry: Mapping[str, Any] | None = None
+    auto_register_schemas: bool = True
+    subject_name_strategy: str = "topic"
+    schema_id_location: str = "payload"
+
+    def registry_columns(self) -> set[str]:
+        """The columns a registry format encodes (they may have any type)."""
+        return {name for name, fmt in (("key", self.key_format), ("value", self.value_format))
+                if fmt in REGISTRY_FORMATS}
+
+    def apply(self, df: DataFrame, topic: str | None) -> tuple[DataFrame, tuple[FieldCodec, ...]]:
+        """``df`` with its registry-format columns encoded, and the codecs (see
+        :func:`encode_columns`)."""
+        return encode_columns(df, topic=topic,
+                              **{f.name: getattr(self, f.name) for f in fields(self)})
+
+
+def _write(df: DataFrame, kafka_config: Mapping[str, Any], topic: str | None,
+           encoding: Encoding, delivery: DeliveryGuarantee | ExactlyOnce,
+           metadata_timeout_s: float) -> WriteResult:
+    """``write_kafka`` once its arguments are values: ``delivery`` is ``none`` or
+    ``at_least_once``, or the options of an ``exactly_once`` write."""
+    exactly_once = None
+    if isinstance(delivery, ExactlyOnce):
+        exactly_once = ExactlyOnceWrite(kafka_config, topic, delivery)
     else:
-        check_producer_config(kafka_config, guarantee)
+        check_producer_config(kafka_config, delivery)
     admin = admin_client(kafka_config)
     seconds = check_metadata_timeout(metadata_timeout_s)
     cluster = read_cluster(admin, kafka_config, seconds)
     if topic is not None:
         cluster = check_topics_exist(admin, cluster, {topic: None}, kafka_config)
-    if guarantee == "exactly_once":
-        check_transaction_timeout(admin, cluster, transaction_timeout_ms, seconds)
-    df, codecs = encode_columns(
-        df, topic=topic, key_format=key_format, value_format=value_format,
-        key_schema=key_schema, value_schema=value_schema, schema_registry=schema_registry,
-        auto_register_schemas=auto_register_schemas, subject_name_strategy=subject_name_strategy,
-        schema_id_location=schema_id_location)
+    if exactly_once is not None:
+        exactly_once.check_cluster(admin, cluster, seconds)
+    df, codecs = encoding.apply(df, topic)
     # The pre-pass: one aggregation over df finds every bad row before anything is written
     # (and, for exactly_once, counts and fingerprints the rows of each partition). Without a
     # row that can be refused it is only needed by exactly_once, and not with an
     # input_identity when Spark can say the number of partitions without a job.
-    identity = None
-    planned = None
-    if guarantee == "exactly_once" and input_identity is not None:
-        identity = input_identity_digest(input_identity)
-        planned = _planned_partitions(df)
+    pinned = exactly_once is not None and exactly_once.options.input_identity is not None
+    planned = _planned_partitions(df) if pinned else None
     scan = None
-    if (guarantee == "exactly_once" and planned is None) or \
+    if (exactly_once is not None and planned is None) or \
             rows_need_checking(df, topic, bool(codecs)):
-        scan = scan_input(df, topic, digest=guarantee == "exactly_once" and identity is None)
+        scan = scan_input(df, topic, digest=exactly_once is not None and not pinned)
         check_rows(admin, scan, topic, cluster, kafka_config)
-    if guarantee != "exactly_once":
-        plan = TaskPlan(kafka_config=dict(kafka_config), guarantee=guarantee, topic=topic)
-        outcomes = _run_tasks(df, plan)
+    if exactly_once is None:
+        assert isinstance(delivery, str)
+        outcomes = _run_tasks(df, TaskPlan(kafka_config=dict(kafka_config), guarantee=delivery,
+                                           topic=topic))
         return WriteResult(
-            delivery_guarantee=guarantee,
+            delivery_guarantee=delivery,
             write_id=None,
             records_per_task={i: n for i, n, _, _ in outcomes},
             topics=tuple(sorted({t for *_, topics in outcomes for t in topics})),
@@ -254,24 +280,15 @@ def write_kafka(
 
     num_partitions = scan.num_partitions if scan is not None else planned
     assert num_partitions is not None
-    plan, lease = plan_exactly_once(admin, TaskPlan(
-        kafka_config=dict(kafka_config), guarantee="exactly_once", topic=topic, write_id=wid,
-        transactional_id_prefix=prefix, num_partitions=num_partitions, ledger_topic=ledger_topic,
-        transaction_timeout_ms=transaction_timeout_ms, init_timeout_s=init_transactions_timeout_s,
-        max_transaction_retries=max_transaction_retries, retry_buffer_bytes=retry_buffer_bytes,
-        identity=identity,
-    ), scan.inputs() if scan is not None else None, ledger_since_ms=since_ms)
-    outcomes = []
-    if lease is not None:
-        try:
-            outcomes = _run_tasks(df, plan)
-        finally:
-            lease.release()
+    with exactly_once:
+        plan = exactly_once.prepare(admin, num_partitions,
+                                    scan.inputs() if scan is not None else None)
+        outcomes = _run_tasks(df, plan) if plan.unfinished() else []
     written = {i: n for i, n, skipped, _ in outcomes if not skipped}
     topics = set(plan.committed_topics) | {t for *_, ts in outcomes for t in ts}
     return WriteResult(
-        delivery_guarantee=guarantee,
-        write_id=wid,
+        delivery_guarantee="exactly_once",
+        write_id=plan.write_id,
         records_per_task=written,
         skipped_tasks=tuple(sorted(set(range(num_partitions)) - set(written))),
         topics=tuple(sorted(topics)),
