@@ -24,10 +24,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from os import PathLike
 from typing import Any
 
-from airflow_provider_kafka_spark.errors import OffsetSpecError
+from airflow_provider_kafka_spark.errors import ConfigurationError, OffsetSpecError
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.offsets.subscription import Subscription
-from airflow_provider_kafka_spark.options import check_text, shown
+from airflow_provider_kafka_spark.options import SQL_VIEW, bad_argument, check_text, shown
 
 TEMPLATE_MARKERS: tuple[str, ...] = ("{{", "{%", "{#")
 """A string holding one of these is a Jinja template (Airflow's default delimiters)."""
@@ -186,3 +186,44 @@ class SubscriptionMixin:
         """The subscription from the rendered arguments."""
         return subscription_from(self.topics, self.topic_pattern, self.partitions,
                                  owner=self.task_id)
+
+
+SINK_STEPS: tuple[str, ...] = ("describe", "prepare", "write", "commit", "abort")
+"""What a sink must have (:class:`~airflow_provider_kafka_spark.sinks.Sink`'s steps)."""
+
+
+def check_stages(owner: str, sink: Any, decode: Any, transform: Any, sql: Any, *,
+                 rendered: bool = True) -> None:
+    """The stages of an ingest, checked together (``ingest()`` and the ingest operator): a
+    sink, a :class:`~airflow_provider_kafka_spark.decoding.Decoding` or None that the sink can
+    take (its dead letters), and at most one of a callable ``transform`` and a ``sql`` query
+    (checked once rendered when it is a template).
+
+    Raises:
+        ConfigurationError: the first bad one, named with its value and a remedy.
+    """
+    from airflow_provider_kafka_spark.decoding import Decoding
+
+    if not all(callable(getattr(sink, step, None)) for step in SINK_STEPS):
+        raise bad_argument(owner, "sink", sink, "pass a sink: FileSink(path), KafkaSink(topic), "
+                           "IcebergSink(table), DeltaSink(table) or another "
+                           "airflow_provider_kafka_spark.sinks.Sink")
+    if decode is not None and not isinstance(decode, Decoding):
+        raise bad_argument(owner, "decode", decode, "pass Decoding(value_format=...), or None "
+                           "to keep the bytes")
+    accepts_dead_letters = getattr(sink, "accepts_dead_letters", None)
+    if callable(accepts_dead_letters):
+        try:
+            accepts_dead_letters(decode is not None and decode.on_corrupt == "dead_letter")
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{owner}: {exc}") from None
+    if transform is not None and sql is not None:
+        raise ConfigurationError(f"{owner}: pass transform= or sql=, not both; fold the SQL "
+                                 "into the transform (spark.sql over a view) or the other way "
+                                 "round.")
+    if transform is not None and not callable(transform):
+        raise bad_argument(owner, "transform", transform,
+                           "pass a function taking and returning a pyspark DataFrame")
+    if checkable(sql, rendered=rendered):
+        check_text(owner, "sql", sql, allow_none=True,
+                   meaning=f"a Spark SQL query over the view '{SQL_VIEW}'")

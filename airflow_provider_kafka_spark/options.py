@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
 
@@ -126,6 +127,14 @@ def check_seconds(owner: str, name: str, value: Any, *, meaning: str, example: f
     raise bad_argument(owner, name, value, expected, problem)
 
 
+def check_progress_every(owner: str, value: Any) -> float | None:
+    """``progress_every`` as seconds between progress lines, or None for none (None or 0)."""
+    if value is None or (value == 0 and not isinstance(value, bool)):
+        return None
+    return check_seconds(owner, "progress_every", value, allow_none=True, example=30,
+                         meaning="how often a long write logs its progress")
+
+
 def check_text(owner: str, name: str, value: Any, *, meaning: str,
                allow_none: bool = False) -> str | None:
     """``value`` stripped, if it is a non-empty string; ``None`` passes with ``allow_none``."""
@@ -198,3 +207,34 @@ def check_column_names(owner: str, name: str, value: Any) -> tuple[str, ...]:
                            f"pass a list of column names, e.g. {name}=['event_date'] (a list even "
                            "for one column)")
     return tuple(c.strip() for c in value)
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a bounded read reads, checked once when built: ``read_kafka``'s options that
+    ``ingest`` and the ingest operator pass on.
+
+    :param engine: ``python`` (the package's ``kafka_bounded`` source) or ``spark-kafka``.
+    :param max_records_per_split: Spark partitions of at most this many offsets (None: the
+        reader's default).
+    :param include_headers: read the ``headers`` column.
+    :param on_data_loss: ``fail`` or ``skip`` offsets deleted since resolution.
+    :param owner: the name error messages start with (not part of the value).
+
+    Raises:
+        ConfigurationError: an option that is not valid, named with its value and a remedy.
+    """
+
+    engine: str = "python"
+    max_records_per_split: int | None = None
+    include_headers: bool = True
+    on_data_loss: str = "fail"
+    owner: str = field(default="read", compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        check_choice(self.owner, "engine", self.engine, ENGINES)
+        check_positive_int(self.owner, "max_records_per_split", self.max_records_per_split,
+                           meaning="the most offsets one Spark partition reads",
+                           example=100_000, allow_none=True)
+        check_bool(self.owner, "include_headers", self.include_headers)
+        check_choice(self.owner, "on_data_loss", self.on_data_loss, DATA_LOSS_CHOICES)

@@ -23,7 +23,7 @@ the timed part, equals the committed records):
 * ``parquet``: ``ingest(..., FileSink(path))`` vs ``spark.read.format("kafka")`` (the same
   offsets as JSON, ``kafka.isolation.level=read_committed``, ``includeHeaders`` as ingest)
   ``.write.parquet(path)``;
-* ``kafka``: ``ingest(..., KafkaSink(config, out, delivery_guarantee="exactly_once",
+* ``kafka``: ``ingest(..., KafkaSink(out, kafka_config=config, delivery_guarantee="exactly_once",
   transactional_id_prefix=<one per run>, write_id=<new>), sql="SELECT key, value FROM kafka")``
   vs Spark's source ``.selectExpr("key", "value").write.format("kafka")`` (at-least-once), a fresh topic each;
 * ``iceberg``, ``delta``: ``ingest(..., IcebergSink / DeltaSink(table, application,
@@ -389,7 +389,7 @@ def case_kafka(spark: Any, bootstrap: str, ranges: Any, committed: int,
         return side
 
     def ours(out: str) -> None:
-        sink = KafkaSink(config, out, delivery_guarantee="exactly_once",
+        sink = KafkaSink(out, kafka_config=config, delivery_guarantee="exactly_once",
                          transactional_id_prefix=prefix,
                          write_id=f"bench-{uuid.uuid4().hex[:12]}")
         ingest(spark, ranges, config, sink, sql=KAFKA_SQL)

@@ -23,6 +23,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sinks import FileSink
 
 # The default output folder's parent: $KAFKA_SPARK_OUTPUT_ROOT (scripts/airflow-local sets it to
 # its run folder's output/), else /tmp. Override per run in the form.
@@ -89,7 +90,6 @@ with DAG(
     ingest = KafkaSparkIngestOperator(
         task_id="ingest",
         ranges=resolve_offsets.output,
-        output_path="{{ params.output_path }}",
-        output_format="{{ params.output_format }}",
+        sink=FileSink("{{ params.output_path }}", format="{{ params.output_format }}"),
     )
     resolve_offsets >> ingest

@@ -22,10 +22,13 @@ from datetime import timedelta
 import pendulum
 from airflow.sdk import DAG, CronDataIntervalTimetable, Param
 
+from airflow_provider_kafka_spark.decoding import Decoding
+from airflow_provider_kafka_spark.hooks import SchemaRegistryConnection
 from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sinks import FileSink
 
 OUTPUT_ROOT = os.environ.get("KAFKA_SPARK_OUTPUT_ROOT", "/tmp")
 
@@ -53,11 +56,13 @@ with DAG(
     ingest = KafkaSparkIngestOperator(
         task_id="ingest",
         ranges=resolve_offsets.output,
-        output_path="{{ params.output_root }}/{{ data_interval_start.strftime('%Y-%m-%dT%H') }}",
-        key_format="string",
-        value_format="avro",
-        schema_registry_conn_id="schema_registry_default",
-        on_corrupt="dead_letter",
+        sink=FileSink("{{ params.output_root }}/{{ data_interval_start.strftime('%Y-%m-%dT%H') }}"),
+        decode=Decoding(
+            key_format="string",
+            value_format="avro",
+            schema_registry=SchemaRegistryConnection("schema_registry_default"),
+            on_corrupt="dead_letter",
+        ),
         # One column per Avro field, plus where each record came from.
         sql="SELECT key, value.*, topic, `partition`, `offset`, timestamp FROM kafka",
     )

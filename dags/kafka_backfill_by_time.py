@@ -25,6 +25,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sinks import FileSink
 
 # The default output folder's parent: $KAFKA_SPARK_OUTPUT_ROOT (scripts/airflow-local sets it to
 # its run folder's output/), else /tmp. Override per run with the output_root Param.
@@ -53,6 +54,6 @@ with DAG(
     ingest = KafkaSparkIngestOperator(
         task_id="ingest",
         ranges=resolve_offsets.output,
-        output_path="{{ params.output_root }}/{{ data_interval_start.strftime('%Y-%m-%dT%H') }}",
+        sink=FileSink("{{ params.output_root }}/{{ data_interval_start.strftime('%Y-%m-%dT%H') }}"),
     )
     resolve_offsets >> ingest

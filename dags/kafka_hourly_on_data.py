@@ -34,6 +34,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sinks import FileSink
 
 TOPIC = "demo.events"
 # host:port of the cluster, naming the asset (kafka://localhost:9092/demo.events?interval=PT1H);
@@ -75,8 +76,8 @@ with DAG(
     ingest = KafkaSparkIngestOperator(
         task_id="ingest",
         ranges=resolve_offsets.output,
-        output_path="{{ params.output_root }}/"
-                    "{{ ti.xcom_pull(task_ids='resolve_offsets', key='interval')['label'] }}",
+        sink=FileSink("{{ params.output_root }}/"
+                      "{{ ti.xcom_pull(task_ids='resolve_offsets', key='interval')['label'] }}"),
     )
     commit_offsets = KafkaCommitOffsetsOperator(
         task_id="commit_offsets",

@@ -6,8 +6,8 @@ folder, ``s3://...``, ``kafka://host:port/topic`` for a topic) through an asset 
 hour written, and reads which folder it was from the triggering asset event; its one task reads
 the folder's manifest (no Spark) and returns the hour's record count and ranges.
 
-To schedule on one fixed output instead (an output path without templates, or a topic), use
-the asset itself: ``schedule=[Asset("file:///data/events/latest")]`` or
+To schedule on one fixed output instead (a ``FileSink`` path without templates, or a
+``KafkaSink`` topic), use the asset itself: ``schedule=[Asset("file:///data/events/latest")]`` or
 ``schedule=[Asset("kafka://broker:9092/orders.enriched")]``.
 """
 

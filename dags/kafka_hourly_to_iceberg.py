@@ -38,6 +38,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaSparkIngestOperator,
 )
 from airflow_provider_kafka_spark.sensors import KafkaIntervalCompleteSensor
+from airflow_provider_kafka_spark.sinks import IcebergSink
 
 WAREHOUSE = os.environ.get("KAFKA_SPARK_ICEBERG_WAREHOUSE", "/tmp/kafka_spark_warehouse")
 SPARK_CONF: dict[str, Any] = {
@@ -100,9 +101,7 @@ with DAG(
         ranges=resolve_offsets.output,
         sql="SELECT topic, `partition`, `offset`, `timestamp`, CAST(key AS STRING) AS key, "
             "CAST(value AS STRING) AS value FROM kafka",
-        output_table="{{ params.table }}",
-        table_format="iceberg",
-        table_application=APPLICATION,
+        sink=IcebergSink("{{ params.table }}", application=APPLICATION),
         spark_conf=SPARK_CONF,
     )
     create_table() >> wait_for_interval >> resolve_offsets >> ingest

@@ -27,6 +27,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaSparkIngestOperator,
 )
 from airflow_provider_kafka_spark.sensors import KafkaPartitionsSensor
+from airflow_provider_kafka_spark.sinks import FileSink
 
 # The default output folder's parent: $KAFKA_SPARK_OUTPUT_ROOT (scripts/airflow-local sets it to
 # its run folder's output/), else /tmp. Override per run with the output_root Param.
@@ -69,8 +70,9 @@ with DAG(
         ranges=resolve_offsets.output,
         # One folder per run, named by its pinned resolution time (without ':', which Hadoop
         # paths cannot hold in a key=value folder name), so a cleared run overwrites its own.
-        output_path="{{ params.output_root }}/resolved_at="
-                    "{{ ti.xcom_pull(task_ids='resolve_offsets')['resolved_at'] | replace(':', '') }}",
+        sink=FileSink(
+            "{{ params.output_root }}/resolved_at="
+            "{{ ti.xcom_pull(task_ids='resolve_offsets')['resolved_at'] | replace(':', '') }}"),
     )
     commit_offsets = KafkaCommitOffsetsOperator(
         task_id="commit_offsets",

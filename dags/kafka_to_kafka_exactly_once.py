@@ -3,11 +3,11 @@
 1. ``resolve_offsets``: from the group's committed offsets (``committed:earliest``) to the
    latest offsets of the input topics;
 2. ``transform_and_write``: reads exactly those ranges, adds a ``source`` header
-   (``<topic>/<partition>/<offset>`` of the input record) and writes the output topic with
-   ``delivery_guarantee="exactly_once"``: each Spark partition is one Kafka transaction, recorded
-   in a ledger under a write id that is stable for the run and its ranges, so a retried task
-   skips what an earlier attempt committed and ``read_committed`` consumers see every record
-   once;
+   (``<topic>/<partition>/<offset>`` of the input record) and writes the output topic through
+   ``KafkaSink(topic, delivery_guarantee="exactly_once")``: each Spark partition is one Kafka
+   transaction, recorded in a ledger under a write id that is stable for the run and its
+   ranges, so a retried task skips what an earlier attempt committed and ``read_committed``
+   consumers see every record once;
 3. ``commit_offsets``: commits the input group's offsets only after the write succeeded.
 
 Clearing the whole run resolves again from the committed offsets; if an earlier attempt had
@@ -29,6 +29,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sinks import KafkaSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -74,8 +75,7 @@ with DAG(
         task_id="transform_and_write",
         ranges=resolve_offsets.output,
         transform=with_source_header,
-        output_topic="{{ params.output_topic }}",
-        delivery_guarantee="exactly_once",
+        sink=KafkaSink("{{ params.output_topic }}", delivery_guarantee="exactly_once"),
     )
     commit_offsets = KafkaCommitOffsetsOperator(
         task_id="commit_offsets",

@@ -10,7 +10,7 @@ exist yet:
    transaction marker stamped at or after ``stop`` is there (``read_committed``), or the
    partition has had no record for 10 minutes;
 3. ``resolve_offsets`` turns ``[start, stop)`` into exact offsets, and ``ingest`` writes them
-   to ``output_path`` (an empty window writes nothing).
+   to the folder ``output_path`` (an empty window writes nothing).
 
 Both sensors are deferrable: while a run waits, the triggerer checks the cluster every 10 s
 (one metadata request and one offsets request) and the run holds no worker slot, so many runs
@@ -29,6 +29,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaSparkIngestOperator,
 )
 from airflow_provider_kafka_spark.sensors import KafkaIntervalCompleteSensor, KafkaPartitionsSensor
+from airflow_provider_kafka_spark.sinks import FileSink
 
 with DAG(
     dag_id="kafka_window_when_complete",
@@ -78,6 +79,6 @@ with DAG(
     ingest = KafkaSparkIngestOperator(
         task_id="ingest",
         ranges=resolve_offsets.output,
-        output_path="{{ params.output_path }}",
+        sink=FileSink("{{ params.output_path }}"),
     )
     wait_for_partitions >> wait_for_window >> resolve_offsets >> ingest

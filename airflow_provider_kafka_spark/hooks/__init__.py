@@ -1,8 +1,12 @@
 """Airflow hooks: a Kafka connection -> librdkafka config; a Spark connection -> SparkSession;
 a Schema Registry connection -> the registry client's config."""
 
-from airflow_provider_kafka_spark.hooks.kafka import KafkaHook
-from airflow_provider_kafka_spark.hooks.schema_registry import SchemaRegistryHook
+from airflow_provider_kafka_spark.hooks.kafka import KafkaConnection, KafkaHook
+from airflow_provider_kafka_spark.hooks.schema_registry import (
+    SchemaRegistryConnection,
+    SchemaRegistryHook,
+)
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 
-__all__ = ["KafkaHook", "SchemaRegistryHook", "SparkHook"]
+__all__ = ["KafkaConnection", "KafkaHook", "SchemaRegistryConnection", "SchemaRegistryHook",
+           "SparkHook"]

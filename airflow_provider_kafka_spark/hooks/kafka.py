@@ -24,7 +24,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import amask_secret, mask_secret
 from confluent_kafka import KafkaException
 
-from airflow_provider_kafka_spark.arguments import DEFAULT_KAFKA_CONN_ID
+from airflow_provider_kafka_spark.arguments import DEFAULT_KAFKA_CONN_ID, check_conn_id
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     KafkaSparkError,
@@ -165,6 +165,28 @@ class KafkaHook(BaseHook):
             raise ConfigurationError(
                 f"Airflow connection {self.kafka_conn_id!r}: {exc} {_EXTRA_HELP}"
             ) from None
+
+
+class KafkaConnection:
+    """The librdkafka config of an Airflow connection, read when first called (in the running
+    task, never when the DAG file is parsed), then kept: what a sink value of a DAG takes as
+    its ``kafka_config``, e.g. ``KafkaSink("orders-out", kafka_config=KafkaConnection("other"))``.
+
+    :param kafka_conn_id: the Airflow connection (see :class:`KafkaHook`).
+    """
+
+    def __init__(self, kafka_conn_id: str = DEFAULT_KAFKA_CONN_ID) -> None:
+        self.kafka_conn_id = check_conn_id("KafkaConnection", "kafka_conn_id", kafka_conn_id)
+        self._config: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        """The connection's config (:meth:`KafkaHook.get_kafka_config`), a copy."""
+        if self._config is None:
+            self._config = KafkaHook(self.kafka_conn_id).get_kafka_config()
+        return dict(self._config)
+
+    def __repr__(self) -> str:
+        return f"KafkaConnection({self.kafka_conn_id!r})"
 
 
 class KafkaConnectionMixin:

@@ -21,6 +21,7 @@ from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow.sdk.log import mask_secret
 
+from airflow_provider_kafka_spark.arguments import check_conn_id
 from airflow_provider_kafka_spark.errors import ConfigurationError
 
 _SECRET_PARTS = ("password", "token", "secret", "user.info", "key.password")
@@ -76,3 +77,28 @@ class SchemaRegistryHook(BaseHook):
         if conn.password:
             mask_secret(conn.password)
         return config
+
+
+class SchemaRegistryConnection:
+    """The ``SchemaRegistryClient`` config of an Airflow connection, read when first called
+    (in the running task, never when the DAG file is parsed), then kept: what a
+    :class:`~airflow_provider_kafka_spark.decoding.Decoding` of a DAG takes as its
+    ``schema_registry``.
+
+    :param schema_registry_conn_id: the Airflow connection (see :class:`SchemaRegistryHook`).
+    """
+
+    def __init__(self, schema_registry_conn_id: str = SchemaRegistryHook.default_conn_name,
+                 ) -> None:
+        self.schema_registry_conn_id = check_conn_id(
+            "SchemaRegistryConnection", "schema_registry_conn_id", schema_registry_conn_id)
+        self._config: dict[str, Any] | None = None
+
+    def __call__(self) -> dict[str, Any]:
+        """The connection's client config (:meth:`SchemaRegistryHook.get_config`), a copy."""
+        if self._config is None:
+            self._config = SchemaRegistryHook(self.schema_registry_conn_id).get_config()
+        return dict(self._config)
+
+    def __repr__(self) -> str:
+        return f"SchemaRegistryConnection({self.schema_registry_conn_id!r})"

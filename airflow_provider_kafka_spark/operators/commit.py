@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_provider_kafka_spark.arguments import checkable, parse_ranges
+from airflow_provider_kafka_spark.naming import kafka_authority
 from airflow_provider_kafka_spark.offsets import (
     CommitResult,
     ConfigurationError,
@@ -14,7 +15,7 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, bool_param
-from airflow_provider_kafka_spark.operators.lineage import Lineage, kafka_authority
+from airflow_provider_kafka_spark.operators.lineage import Lineage
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.options import check_bool, check_seconds, check_text
 

@@ -16,6 +16,7 @@ from airflow_provider_kafka_spark.arguments import (
     Topics,
     checkable,
 )
+from airflow_provider_kafka_spark.naming import kafka_authority
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     OffsetRanges,
@@ -37,7 +38,7 @@ from airflow_provider_kafka_spark.operators.base import (
     bool_param,
     ranges_table,
 )
-from airflow_provider_kafka_spark.operators.lineage import Lineage, kafka_authority
+from airflow_provider_kafka_spark.operators.lineage import Lineage
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.operators.spec_sources import (
     RunSpecs,

@@ -12,6 +12,10 @@
 * :class:`IcebergSink`, :class:`DeltaSink` (``tables/``): a lakehouse table, one table commit
   per run recording the run and its offsets (see ``docs/tables.md``).
 
+In the ingest operator a sink is an argument (``sink=FileSink("/data/{{ ds }}")``): Airflow
+renders its ``template_fields``, and :meth:`Sink.for_run` fills in from :class:`RunInfo` what it
+was not given (write ids, the application, the run).
+
 No Airflow import, and Spark is imported only when a sink is used, so the Airflow layer can
 import this package while a DAG file is parsed. Imports point one way:
 ``operators/ -> sinks/ -> spark/ -> offsets/``. Usable from a plain PySpark job::
@@ -27,10 +31,10 @@ import this package while a DAG file is parsed. Imports point one way:
 """
 
 from airflow_provider_kafka_spark.errors import SinkError
-from airflow_provider_kafka_spark.sinks.base import Sink
+from airflow_provider_kafka_spark.sinks.base import RunInfo, Sink
 from airflow_provider_kafka_spark.sinks.files import MANIFEST_NAME, FileSink
 from airflow_provider_kafka_spark.sinks.kafka import KafkaSink
 from airflow_provider_kafka_spark.sinks.tables import DeltaSink, IcebergSink, TableSink
 
-__all__ = ["MANIFEST_NAME", "DeltaSink", "FileSink", "IcebergSink", "KafkaSink", "Sink",
-           "SinkError", "TableSink"]
+__all__ = ["MANIFEST_NAME", "DeltaSink", "FileSink", "IcebergSink", "KafkaSink", "RunInfo",
+           "Sink", "SinkError", "TableSink"]

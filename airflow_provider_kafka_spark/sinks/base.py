@@ -1,13 +1,68 @@
-"""The :class:`Sink` protocol: how the ingest hands its records to a destination."""
+"""The :class:`Sink` protocol: how the ingest hands its records to a destination, and
+:class:`RunInfo`, what an orchestrator tells a sink of the run it writes for."""
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Self
+
+from airflow_provider_kafka_spark.naming import Dataset
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+KafkaConfig = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+"""A cluster's librdkafka config, or a function returning it (called when it is needed, e.g.
+``hooks.KafkaConnection("kafka_default")``, which reads an Airflow connection then)."""
+
+
+def kafka_config_of(config: KafkaConfig) -> Mapping[str, Any]:
+    """The config itself: ``config``, or what calling it returns."""
+    return config() if callable(config) else config
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What the ingest operator knows of the run a sink writes for; each sink takes from it the
+    defaults of what it was not given (:meth:`Sink.for_run`).
+
+    :param dag_id: the DAG.
+    :param task_id: the ingest task.
+    :param run_id: the dag run's id.
+    :param ranges: the run's pinned offset ranges.
+    :param map_index: the task's map index, -1 when not mapped.
+    :param generation: which processing of the run this is (the operator's
+        ``run_generation``): a reprocessing of the run (a clear) has another.
+    :param ledger_since: no attempt of the run's write began before this moment (or None).
+    :param kafka_config: the input cluster's config, for a sink that writes to Kafka without
+        a config of its own.
+    :param properties: string properties a commit records (the Airflow ids).
+    """
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    ranges: OffsetRanges
+    map_index: int = -1
+    generation: int | str = 0
+    ledger_since: datetime | None = None
+    kafka_config: KafkaConfig = field(default_factory=dict, repr=False)
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def application(self) -> str:
+        """``<dag_id>.<task_id>``: the default name of the application that writes."""
+        return f"{self.dag_id}.{self.task_id}"
+
+    @property
+    def run(self) -> str:
+        """The run id, and ``#<map index>`` for a mapped task."""
+        return self.run_id if self.map_index < 0 else f"{self.run_id}#{self.map_index}"
 
 
 class Sink(ABC):
@@ -36,7 +91,15 @@ class Sink(ABC):
     A sink is used once: build a new one for each write. Every sink satisfies
     :class:`~airflow_provider_kafka_spark.spark.ingest.SinkProtocol`, what
     :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` takes.
+
+    **In the ingest operator** a sink is a value of the DAG (``sink=FileSink(...)``): its
+    :attr:`template_fields` are rendered by Airflow, then :meth:`for_run` gives the sink of
+    the run (defaults filled in from :class:`RunInfo`, every argument checked again once
+    rendered), and :meth:`dataset` names the output for lineage and the output asset.
     """
+
+    template_fields: Sequence[str] = ()
+    """The attributes Airflow renders when the sink is an operator's argument."""
 
     stages_write: ClassVar[bool] = False
     """True when nothing :meth:`write` does is visible before :meth:`commit` (the file sink's
@@ -46,6 +109,30 @@ class Sink(ABC):
     writes_in_commit: ClassVar[bool] = False
     """True when :meth:`commit` writes the records (a table's one commit): ``ingest`` knows
     the statistics after the commit; the manifest it passes holds the ranges but no counts."""
+
+    def for_run(self, run: RunInfo) -> Self:
+        """This sink for ``run``: a copy with the defaults of what it was not given taken from
+        ``run``, and its (rendered) arguments checked. The copy is the one that writes.
+
+        Raises:
+            ConfigurationError: an argument that is not valid once rendered.
+        """
+        return copy.copy(self)
+
+    def dataset(self, location: str | None = None) -> Dataset | None:
+        """The output as an OpenLineage dataset ``(namespace, name)``
+        (:mod:`~airflow_provider_kafka_spark.naming`), or None when it has no name there;
+        ``location`` is where the write reported its files (a table's location)."""
+        return None
+
+    def accepts_dead_letters(self, wanted: bool) -> None:  # noqa: B027
+        """Check that the sink can take undecodable records (``wanted``:
+        ``on_corrupt="dead_letter"``), or that it was not given a dead-letter output for
+        nothing.
+
+        Raises:
+            ConfigurationError: the sink has no dead-letter output, or needs to be told it.
+        """
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

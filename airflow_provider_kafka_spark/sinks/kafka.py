@@ -2,20 +2,31 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from airflow_provider_kafka_spark.arguments import checkable
 from airflow_provider_kafka_spark.errors import ConfigurationError
-from airflow_provider_kafka_spark.sinks.base import Sink
+from airflow_provider_kafka_spark.naming import Dataset, dataset_of_topic
+from airflow_provider_kafka_spark.options import (
+    DELIVERY_GUARANTEES,
+    bad_argument,
+    check_choice,
+    check_text,
+    check_topic_name,
+)
+from airflow_provider_kafka_spark.sinks.base import KafkaConfig, RunInfo, Sink, kafka_config_of
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
+
 RECORD_COLUMNS: tuple[str, ...] = ("key", "value", "headers", "timestamp")
 """What a record read from Kafka keeps when it is written to Kafka unchanged."""
-
-KafkaConfig = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
 
 
 class KafkaSink(Sink):
@@ -27,53 +38,134 @@ class KafkaSink(Sink):
     of the same ``write_id`` skips what is committed), so :meth:`commit` and :meth:`abort` do
     nothing and the manifest stays with the caller (the ingest task's XCom).
 
+    Records straight from the read (no transform, no SQL) keep their ``key``, ``value``,
+    ``headers`` and ``timestamp``, and the partitioner chooses the output partition.
+
+    :param topic: the output topic; templated in the ingest operator.
     :param kafka_config: the output cluster's librdkafka config, or a function returning it
-        (called when the sink writes).
-    :param topic: the output topic.
-    :param delivery_guarantee: ``exactly_once``, ``at_least_once`` or ``none``.
-    :param transactional_id_prefix: for ``exactly_once``.
-    :param write_id: for ``exactly_once``.
-    :param records_as_read: the DataFrame comes straight from ``read_kafka``: keep only
-        ``key``, ``value``, ``headers`` and ``timestamp`` (its ``topic`` and ``partition``
-        columns would send each record back to where it was read).
-    :param dead_letter_topic: where undecodable records go, written by the same
-        ``write_kafka`` call as the output (with ``exactly_once``: the same write id and
-        ledger, so a re-run writes each record once in one of the two topics): the record's
-        key, value, timestamp and headers as read, plus the headers ``kafka_spark.error``,
-        ``kafka_spark.topic``, ``kafka_spark.partition``, ``kafka_spark.offset`` and
-        ``kafka_spark.timestamp`` (epoch milliseconds).
+        (called when the sink writes), e.g. ``KafkaConnection("other_cluster")``; in the
+        ingest operator, None writes to the input's cluster.
+    :param delivery_guarantee: ``exactly_once`` (default), ``at_least_once`` or ``none``.
+    :param transactional_id_prefix: for ``exactly_once``; a prefix unique to this application
+        on the cluster (the operator's default: ``<dag_id>.<task_id>``).
+    :param write_id: for ``exactly_once``; templated in the operator. The operator's default
+        is stable for the run and its ranges (``<dag_id>/<task_id>/<run_id>/<digest of the
+        ranges>``): a retry of the task, or a clear of the run (whose resolve task returns the
+        run's pinned ranges), skips what an earlier attempt committed, so ``read_committed``
+        readers see every record once; ranges resolved anew on purpose are a new write.
+    :param dead_letter_topic: where undecodable records go (``on_corrupt="dead_letter"``),
+        written by the same ``write_kafka`` call as the output (with ``exactly_once``: the
+        same write id and ledger, so a re-run writes each record once in one of the two
+        topics): the record's key, value, timestamp and headers as read, plus the headers
+        ``kafka_spark.error``, ``kafka_spark.topic``, ``kafka_spark.partition``,
+        ``kafka_spark.offset`` and ``kafka_spark.timestamp`` (epoch milliseconds).
     :param ledger_since: for ``exactly_once``: no attempt of ``write_id`` began before it, so
-        the ledger is read from there (``write_kafka``'s ``ledger_since``).
+        the ledger is read from there (``write_kafka``'s ``ledger_since``; the operator's
+        default write id sets it).
     """
 
-    def __init__(self, kafka_config: KafkaConfig, topic: str, *,
+    template_fields: Sequence[str] = ("topic", "write_id")
+
+    def __init__(self, topic: str, *, kafka_config: KafkaConfig | None = None,
                  delivery_guarantee: str = "exactly_once",
                  transactional_id_prefix: str | None = None, write_id: str | None = None,
-                 records_as_read: bool = False, dead_letter_topic: str | None = None,
+                 dead_letter_topic: str | None = None,
                  ledger_since: datetime | None = None) -> None:
-        if not isinstance(topic, str) or not topic.strip():
-            raise ConfigurationError(f"KafkaSink: topic={topic!r} is not valid; pass the name of "
-                                     "the topic to write to.")
-        self._kafka_config = kafka_config
-        self.topic = topic.strip()
+        self.topic = topic
+        self.kafka_config = kafka_config
         self.delivery_guarantee = delivery_guarantee
         self.transactional_id_prefix = transactional_id_prefix
         self.write_id = write_id
-        self.records_as_read = records_as_read
         self.dead_letter_topic = dead_letter_topic
         self.ledger_since = ledger_since
+        self.records_as_read = False
         self.input_identity: str | None = None
+        self._check(rendered=False)
 
-    def bind_input(self, identity: str) -> None:
+    def _check(self, *, rendered: bool) -> None:
+        owner = "KafkaSink"
+        if checkable(self.topic, rendered=rendered):
+            self.topic = check_topic_name(owner, "topic", self.topic)
+        if self.kafka_config is not None and not (
+                callable(self.kafka_config) or isinstance(self.kafka_config, Mapping)):
+            raise bad_argument(owner, "kafka_config", type(self.kafka_config).__name__,
+                               "pass a librdkafka config dict, a function returning one "
+                               "(e.g. KafkaConnection('kafka_default')), or None")
+        self.delivery_guarantee = check_choice(owner, "delivery_guarantee",
+                                               self.delivery_guarantee, DELIVERY_GUARANTEES,
+                                               ignore_case=True)
+        self.transactional_id_prefix = check_text(
+            owner, "transactional_id_prefix", self.transactional_id_prefix, allow_none=True,
+            meaning="a prefix unique to this application on the cluster")
+        if checkable(self.write_id, rendered=rendered):
+            self.write_id = check_text(
+                owner, "write_id", self.write_id, allow_none=True,
+                meaning="an id that stays the same when the same write is retried")
+        if self.dead_letter_topic is not None:
+            self.dead_letter_topic = check_topic_name(owner, "dead_letter_topic",
+                                                      self.dead_letter_topic)
+        if self.ledger_since is not None and not isinstance(self.ledger_since, datetime):
+            raise bad_argument(owner, "ledger_since", self.ledger_since,
+                               "pass a timezone-aware datetime, or None")
+
+    def __repr__(self) -> str:  # never the config: it may hold secrets
+        shown = {"delivery_guarantee": self.delivery_guarantee,
+                 "transactional_id_prefix": self.transactional_id_prefix,
+                 "write_id": self.write_id, "dead_letter_topic": self.dead_letter_topic}
+        return f"KafkaSink({self.topic!r}" + "".join(
+            f", {k}={v!r}" for k, v in shown.items() if v is not None) + ")"
+
+    def for_run(self, run: RunInfo) -> KafkaSink:
+        """The sink of ``run``: the input's cluster unless ``kafka_config`` was given; the
+        default transactional id prefix and write id (and the ledger's start) of the run."""
+        sink = KafkaSink(
+            self.topic, kafka_config=run.kafka_config if self.kafka_config is None
+            else self.kafka_config,
+            delivery_guarantee=self.delivery_guarantee,
+            transactional_id_prefix=self.transactional_id_prefix or run.application,
+            write_id=self.write_id or default_write_id(run.dag_id, run.task_id, run.run_id,
+                                                       run.ranges),
+            dead_letter_topic=self.dead_letter_topic,
+            ledger_since=self.ledger_since if self.write_id else run.ledger_since)
+        sink._check(rendered=True)
+        return sink
+
+    def dataset(self, location: str | None = None) -> Dataset | None:
+        """``(kafka://<host:port>, topic)``; None before the cluster is known."""
+        if self.kafka_config is None:
+            return None
+        return dataset_of_topic(kafka_config_of(self.kafka_config), self.topic)
+
+    def accepts_dead_letters(self, wanted: bool) -> None:
+        """``on_corrupt="dead_letter"`` needs ``dead_letter_topic``, which needs it.
+
+        Raises:
+            ConfigurationError: one without the other.
+        """
+        if wanted and self.dead_letter_topic is None:
+            raise bad_argument("KafkaSink", "dead_letter_topic", None,
+                               "on_corrupt='dead_letter' needs the topic to write "
+                               "undecodable records to", problem="is missing")
+        if not wanted and self.dead_letter_topic is not None:
+            raise bad_argument("KafkaSink", "dead_letter_topic", self.dead_letter_topic,
+                               "it applies with on_corrupt='dead_letter'; remove it, or "
+                               "dead-letter the undecodable records", problem="is not used")
+
+    def bind_input(self, identity: str, *, as_read: bool = False) -> None:
         """Declare that the DataFrames :meth:`write` gets are a deterministic function of the
         pinned input ``identity`` names (``ingest``: the slice's
         :meth:`~airflow_provider_kafka_spark.offsets.ranges.OffsetRanges.identity`), passed to
         ``write_kafka`` as ``input_identity``: with ``exactly_once`` the input is read once
-        (no pre-pass) and a re-run of ``write_id`` with another identity is refused."""
+        (no pre-pass) and a re-run of ``write_id`` with another identity is refused.
+        ``as_read``: the DataFrames come straight from ``read_kafka`` (no transform, no SQL):
+        only their ``key``, ``value``, ``headers`` and ``timestamp`` are written (their
+        ``topic`` and ``partition`` columns would send each record back to where it was
+        read)."""
         if not isinstance(identity, str) or not identity.strip():
             raise ConfigurationError(f"KafkaSink.bind_input: identity={identity!r} is not "
                                      "valid; pass the text that names the pinned input.")
         self.input_identity = identity
+        self.records_as_read = as_read
 
     def describe(self) -> dict[str, Any]:
         """``{"topic", "delivery_guarantee", "write_id", "records_written": 0,
@@ -108,7 +200,10 @@ class KafkaSink(Sink):
         from airflow_provider_kafka_spark.spark import kafka_errors
         from airflow_provider_kafka_spark.spark.write.writer import write_kafka
 
-        config = self._kafka_config() if callable(self._kafka_config) else self._kafka_config
+        if self.kafka_config is None:
+            raise ConfigurationError(f"KafkaSink({self.topic!r}): no kafka_config; pass the "
+                                     "output cluster's librdkafka config.")
+        config = kafka_config_of(self.kafka_config)
         records, topic = self._selected(df), self.topic
         if dead_letters is not None:
             if self.dead_letter_topic is None:
@@ -176,3 +271,10 @@ def _dead_letter_records(dead_letters: DataFrame, topic: str) -> DataFrame:
         if "headers" in dead_letters.columns else added
     return dead_letters.select(F.col("key"), F.col("value"), headers.alias("headers"),
                                F.col("timestamp"), F.lit(topic).alias("topic"))
+
+
+def default_write_id(dag_id: str, task_id: str, run_id: str, ranges: OffsetRanges) -> str:
+    """``<dag_id>/<task_id>/<run_id>/<digest>``: the same for a retry of the task (same XCom
+    ranges), different when the ranges were resolved again to other offsets."""
+    bounds = json.dumps([[r.topic, r.partition, r.start, r.stop] for r in ranges])
+    return f"{dag_id}/{task_id}/{run_id}/{hashlib.sha256(bounds.encode()).hexdigest()[:16]}"

@@ -11,6 +11,7 @@
     result = ingest(spark_session(), ranges, config, FileSink("/data/orders/2024-05-01T00"))
 """
 
+from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.errors import (
     CorruptRecordError,
     DecodeError,
@@ -29,7 +30,7 @@ from airflow_provider_kafka_spark.errors import (
     kafka_errors,
 )
 from airflow_provider_kafka_spark.spark.formats import Subject
-from airflow_provider_kafka_spark.spark.ingest import Decoding, SinkProtocol, ingest
+from airflow_provider_kafka_spark.spark.ingest import SinkProtocol, ingest
 from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts, IngestResult, PartitionStats
 from airflow_provider_kafka_spark.spark.read.datasource import (
     FORMAT_NAME,

@@ -47,6 +47,8 @@ from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation, SparkSession
 from pyspark.sql import functions as F
 
+from airflow_provider_kafka_spark.arguments import check_stages
+from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     CorruptRecordError,
@@ -55,18 +57,13 @@ from airflow_provider_kafka_spark.errors import (
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import (
-    DATA_LOSS_CHOICES,
-    ENGINES,
-    ON_CORRUPT,
     REGISTRY_FORMATS,
     SQL_VIEW,
     Engine,
+    ReadOptions,
     bad_argument,
-    check_bool,
-    check_choice,
     check_mapping,
-    check_positive_int,
-    check_text,
+    check_progress_every,
     shown,
 )
 from airflow_provider_kafka_spark.spark.formats import Subject, frozen_config, resolve_schema
@@ -74,9 +71,6 @@ from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts, Inges
 from airflow_provider_kafka_spark.spark.progress import report_progress
 from airflow_provider_kafka_spark.spark.read.decode import (
     DEAD_LETTER_COLUMNS,
-    Format,
-    OnCorrupt,
-    Schema,
     decode_kafka,
 )
 from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder, land_kafka
@@ -84,7 +78,7 @@ from airflow_provider_kafka_spark.spark.read.reader import LostOffsets, read_kaf
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, ReadSummary, summarize
 from airflow_provider_kafka_spark.spark.schema import kafka_schema, same_columns, spark_compares
 
-__all__ = ["SQL_VIEW", "Decoding", "SinkProtocol", "ingest"]
+__all__ = ["SQL_VIEW", "SinkProtocol", "ingest"]
 
 log = logging.getLogger(__name__)
 
@@ -114,30 +108,6 @@ class SinkProtocol(Protocol):
         """Undo what ``prepare`` and ``write`` left behind; never raises."""
 
 
-@dataclass(frozen=True)
-class Decoding:
-    """How :func:`ingest` decodes ``key`` and ``value`` before the transform: the options of
-    :func:`~airflow_provider_kafka_spark.spark.decode_kafka` (see there).
-
-    For a Schema Registry format (``avro``, ``protobuf``, ``json_schema``) the reader schema
-    defaults to ``Subject('<topic>-key')`` / ``Subject('<topic>-value')`` when the ranges
-    have one topic, and a subject's ``latest`` version is pinned when the ingest starts, so
-    the check before the read and the read decode into the same schema.
-    """
-
-    key_format: Format = "bytes"
-    value_format: Format = "bytes"
-    key_schema: Schema | None = None
-    value_schema: Schema | None = None
-    schema_registry: Mapping[str, Any] | None = None
-    """confluent-kafka's ``SchemaRegistryClient`` config; required by the registry formats."""
-
-    @property
-    def decodes(self) -> bool:
-        """Whether anything is decoded (a format other than ``bytes``)."""
-        return self.key_format != "bytes" or self.value_format != "bytes"
-
-
 def ingest(
     spark: SparkSession,
     ranges: OffsetRanges | str | Mapping[str, Any],
@@ -151,7 +121,6 @@ def ingest(
     decode: Decoding | None = None,
     transform: Transform | None = None,
     sql: str | None = None,
-    on_corrupt: OnCorrupt = "fail",
     manifest: Mapping[str, Any] | None = None,
     owner: str = "ingest",
     progress_every: float | None = 30.0,
@@ -165,20 +134,22 @@ def ingest(
         ranges: an ``OffsetRanges``, its JSON string or its dict (a resolve task's XCom);
             read with the isolation level they were resolved with.
         kafka_config: the input cluster's librdkafka config.
-        sink: where the records go, e.g. ``FileSink(path)`` or ``KafkaSink(config, topic)``
+        sink: where the records go, e.g. ``FileSink(path)`` or
+            ``KafkaSink(topic, kafka_config=config)``
             (see :class:`SinkProtocol`); a new one per call.
         engine, max_records_per_split, include_headers, on_data_loss: as for ``read_kafka``.
-        decode: how ``key``/``value`` are decoded (:class:`Decoding`); None: kept as bytes.
+        decode: how ``key``/``value`` are decoded, and what an undecodable record does
+            (:class:`~airflow_provider_kafka_spark.decoding.Decoding`); None: kept as bytes.
+            Its ``on_corrupt``: ``fail`` (the ingest fails with :class:`CorruptRecordError`
+            before anything is written), ``skip`` (dropped and counted) or ``dead_letter``
+            (handed to ``sink.write`` as ``dead_letters``: ``key``, ``value`` as read,
+            ``topic``, ``partition``, ``offset``, ``timestamp``, ``headers``, and the reason
+            in ``error``).
         transform: ``callable(DataFrame) -> DataFrame`` applied to the records read. It is
             also called once on an empty DataFrame before the read, to check it: keep it
             free of side effects.
         sql: instead of ``transform``, one Spark SQL query (``SELECT``, ``WITH ... SELECT``,
             ``VALUES``, ``TABLE``) over the view ``kafka`` of the records read.
-        on_corrupt: with ``decode``, what an undecodable record does: ``fail`` (the ingest
-            fails with :class:`CorruptRecordError` before anything is written), ``skip``
-            (dropped and counted) or ``dead_letter`` (handed to ``sink.write`` as
-            ``dead_letters``: ``key``, ``value`` as read, ``topic``, ``partition``,
-            ``offset``, ``timestamp``, ``headers``, and the reason in ``error``).
         manifest: JSON-ready fields the manifest holds besides its ``version``, ``written_at``,
             the ``ranges`` and the statistics (the operator's ``dag_id``, ``task_id``,
             ``run_id``).
@@ -191,7 +162,7 @@ def ingest(
         ConfigurationError: a bad argument, a transform that fails or does not return a
             DataFrame, a query Spark cannot run over the records, or a sink that refuses
             the output (``sink.prepare``); nothing was read or written.
-        DecodeError: bad ``decode`` options. CorruptRecordError: ``on_corrupt="fail"`` and a
+        DecodeError: bad ``decode`` schemas. CorruptRecordError: ``on_corrupt="fail"`` and a
             record could not be decoded; nothing was written.
         KafkaReadError, DataLossError, SchemaRegistryError, KafkaWriteError, SinkError: the
             read, decoding or write failed (``sink.abort`` ran).
@@ -199,8 +170,8 @@ def ingest(
     offset_ranges = _check_arguments(
         owner, spark, ranges, sink, engine=engine, max_records_per_split=max_records_per_split,
         include_headers=include_headers, on_data_loss=on_data_loss, decode=decode,
-        transform=transform, sql=sql, on_corrupt=on_corrupt, manifest=manifest,
-        progress_every=progress_every)
+        transform=transform, sql=sql, manifest=manifest, progress_every=progress_every)
+    on_corrupt = decode.on_corrupt if decode is not None else "fail"
     if offset_ranges.is_empty():
         return IngestResult.of(offset_ranges, sink.describe())
     transformation = _Transformation(spark, owner, transform, sql)
@@ -224,7 +195,8 @@ def ingest(
     decoded: _Decoded | None = None
     bind_input = getattr(sink, "bind_input", None)  # KafkaSink: its input is this slice
     if callable(bind_input):
-        bind_input(json.dumps([offset_ranges.identity(), include_headers, sql]))
+        bind_input(json.dumps([offset_ranges.identity(), include_headers, sql]),
+                   as_read=transform is None and sql is None)
     try:
         sink.prepare(spark, shaped)
         lost, summary = LostOffsets(), ReadSummary()
@@ -316,8 +288,8 @@ def _result(ranges: OffsetRanges, output: Mapping[str, Any],
 
 def _check_arguments(owner: str, spark: Any, ranges: Any, sink: Any, *, engine: Any,
                      max_records_per_split: Any, include_headers: Any, on_data_loss: Any,
-                     decode: Any, transform: Any, sql: Any, on_corrupt: Any,
-                     manifest: Any, progress_every: Any) -> OffsetRanges:
+                     decode: Any, transform: Any, sql: Any, manifest: Any,
+                     progress_every: Any) -> OffsetRanges:
     """The parsed ranges, once every argument is checked (no Spark action, no cluster call)."""
     if not isinstance(owner, str) or not owner.strip():
         raise ConfigurationError(f"owner={shown(owner)} is not valid; pass the name error "
@@ -327,38 +299,11 @@ def _check_arguments(owner: str, spark: Any, ranges: Any, sink: Any, *, engine: 
                            "Connect), e.g. spark_session() or the active one",
                            problem="is not a SparkSession")
     offset_ranges = OffsetRanges.from_json(ranges)
-    if not isinstance(sink, SinkProtocol):
-        raise bad_argument(owner, "sink", sink, "pass a sink: FileSink(path), "
-                           "KafkaSink(config, topic) or another airflow_provider_kafka_spark."
-                           "sinks.Sink")
-    check_choice(owner, "engine", engine, ENGINES)
-    check_positive_int(owner, "max_records_per_split", max_records_per_split,
-                       meaning="the most offsets one Spark partition reads", example=100_000,
-                       allow_none=True)
-    check_bool(owner, "include_headers", include_headers)
-    check_choice(owner, "on_data_loss", on_data_loss, DATA_LOSS_CHOICES)
-    if decode is not None and not isinstance(decode, Decoding):
-        raise bad_argument(owner, "decode", decode, "pass a Decoding(key_format=..., "
-                           "value_format=..., ...) or None")
-    if transform is not None and sql is not None:
-        raise ConfigurationError(f"{owner}: pass transform= or sql=, not both; fold the SQL "
-                                 "into the transform (spark.sql over a view) or the other way "
-                                 "round.")
-    if transform is not None and not callable(transform):
-        raise bad_argument(owner, "transform", transform,
-                           "pass a function taking and returning a pyspark DataFrame")
-    check_text(owner, "sql", sql, allow_none=True,
-               meaning=f"a Spark SQL query over the view '{SQL_VIEW}'")
-    check_choice(owner, "on_corrupt", on_corrupt, ON_CORRUPT)
-    if on_corrupt != "fail" and (decode is None or not decode.decodes):
-        raise bad_argument(owner, "on_corrupt", on_corrupt,
-                           "it applies to decoded records; pass decode=Decoding(...), or "
-                           "remove it", problem="does not apply without decoding")
+    ReadOptions(engine=engine, max_records_per_split=max_records_per_split,
+                include_headers=include_headers, on_data_loss=on_data_loss, owner=owner)
+    check_stages(owner, sink, decode, transform, sql)
     check_mapping(owner, "manifest", manifest, meaning="JSON-ready manifest fields")
-    if progress_every is not None and (isinstance(progress_every, bool) or not isinstance(
-            progress_every, int | float) or not 0 <= progress_every < float("inf")):
-        raise bad_argument(owner, "progress_every", progress_every,
-                           "pass the seconds between progress lines (e.g. 30), or None for none")
+    check_progress_every(owner, progress_every)
     return offset_ranges
 
 
@@ -367,8 +312,9 @@ def _decoding(owner: str, decoding: Decoding | None,
     """``decode_kafka`` with ``decoding``'s options and ``on_corrupt="dead_letter"`` (ingest
     applies its own policy to what it marks), a registry format's default subject filled in
     and a subject's ``latest`` version pinned now; None when nothing is decoded."""
-    if decoding is None or not decoding.decodes:
+    if decoding is None:
         return None
+    registry = decoding.registry_config()
     topics = sorted({r.topic for r in ranges})
     schemas = {}
     for field, fmt, schema in (("key", decoding.key_format, decoding.key_schema),
@@ -382,14 +328,14 @@ def _decoding(owner: str, decoding: Decoding | None,
             schema = Subject(f"{topics[0]}-{field}")
         if isinstance(schema, Subject) and schema.version == "latest" and \
                 fmt in REGISTRY_FORMATS:
-            resolved = resolve_schema(frozen_config(decoding.schema_registry, f"{field}_format"),
+            resolved = resolve_schema(frozen_config(registry, f"{field}_format"),
                                       fmt, schema)
             schema = Subject(schema.name, resolved.version or "latest")
         schemas[field] = schema
     options: dict[str, Any] = {
         "key_format": decoding.key_format, "value_format": decoding.value_format,
         "key_schema": schemas["key"], "value_schema": schemas["value"],
-        "schema_registry": decoding.schema_registry, "on_corrupt": "dead_letter"}
+        "schema_registry": registry, "on_corrupt": "dead_letter"}
     return lambda df: decode_kafka(df, **options)
 
 

@@ -334,7 +334,7 @@ def test_ingest_to_an_object_store_over_connect_fails_before_reading(
     # Ranges of a topic that does not exist: reading them would fail differently.
     ranges = OffsetRanges((PartitionRange(f"missing-{uuid.uuid4().hex[:8]}", 0, 0, 5),))
     op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges.to_dict(),
-                                  output_path="s3a://lake/events/2024-05-01T00",
+                                  sink=FileSink("s3a://lake/events/2024-05-01T00"),
                                   spark_conn_id="spark_connect_test")
     with pytest.raises(ConfigurationError, match="over Spark Connect"):
         op.execute({"run_id": "manual__1"})

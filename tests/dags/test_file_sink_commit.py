@@ -14,6 +14,7 @@ import pytest
 from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from airflow_provider_kafka_spark.operators.ingest import MANIFEST_NAME
+from airflow_provider_kafka_spark.sinks import FileSink
 from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -51,9 +52,9 @@ def exploding_on_v7(df: Any) -> Any:
 
 
 def ingest(ranges: dict[str, Any], path: Path, transform: Any, run_id: str) -> dict[str, Any]:
-    return KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_path=str(path),
-                                    output_format="json", transform=transform,
-                                    ).execute({"run_id": run_id})
+    return KafkaSparkIngestOperator(task_id="ingest", ranges=ranges,
+                                    sink=FileSink(str(path), format="json"),
+                                    transform=transform).execute({"run_id": run_id})
 
 
 def rows(spark: Any, path: Path) -> list[str]:

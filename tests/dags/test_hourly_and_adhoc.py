@@ -120,7 +120,7 @@ def test_a_bad_template_fails_the_task_before_writing(
     group = f"g-{topic}"
 
     def break_template(dag: Any) -> None:
-        dag.get_task("ingest").output_path = "{{ params.output_root }}/{{ data_interval_start.nope() }}"
+        dag.get_task("ingest").sink.path = "{{ params.output_root }}/{{ data_interval_start.nope() }}"
 
     outcome = run_dag("kafka_hourly_ingest", logical_date=T1, edit=break_template, conf={
         "topics": topic, "output_root": str(tmp_path / "out"), "group_id": group})

@@ -16,9 +16,12 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from airflow_provider_kafka_spark.decoding import Decoding
+from airflow_provider_kafka_spark.hooks import SchemaRegistryConnection
 from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from airflow_provider_kafka_spark.operators.ingest import MANIFEST_NAME
+from airflow_provider_kafka_spark.sinks import FileSink, KafkaSink
 from airflow_provider_kafka_spark.spark import KafkaReadError
 from tools.kafka_records import produce, read_committed
 
@@ -62,8 +65,10 @@ def test_avro_into_parquet_with_a_dead_letter_folder_in_the_manifest(
     topic, ranges, bad = orders
     out = tmp_path / "orders"
     stats = KafkaSparkIngestOperator(
-        task_id="ingest", ranges=ranges, output_path=str(out), value_format="avro",
-        schema_registry_conn_id=registry_connection, on_corrupt="dead_letter",
+        task_id="ingest", ranges=ranges, sink=FileSink(str(out)),
+        decode=Decoding(value_format="avro",
+                        schema_registry=SchemaRegistryConnection(registry_connection),
+                        on_corrupt="dead_letter"),
         transform=lambda df: df.select("offset", "value.*"),
     ).execute({"run_id": "manual__1"})
 
@@ -97,8 +102,10 @@ def test_skip_drops_and_counts_and_fail_writes_nothing(
         orders: tuple[str, dict[str, Any], dict[int, bytes]]) -> None:
     topic, ranges, _ = orders
     skipped = KafkaSparkIngestOperator(
-        task_id="ingest", ranges=ranges, output_path=str(tmp_path / "skip"),
-        value_format="avro", schema_registry_conn_id=registry_connection, on_corrupt="skip",
+        task_id="ingest", ranges=ranges, sink=FileSink(str(tmp_path / "skip")),
+        decode=Decoding(value_format="avro",
+                        schema_registry=SchemaRegistryConnection(registry_connection),
+                        on_corrupt="skip"),
     ).execute({"run_id": "manual__1"})
     assert skipped["decode"] == {"decoded": 4, "skipped": 2, "dead_lettered": 0}
     assert sorted(r["offset"] for r in spark.read.parquet(str(tmp_path / "skip")).collect()) \
@@ -109,8 +116,9 @@ def test_skip_drops_and_counts_and_fail_writes_nothing(
                                              rf"{topic}/0 at offset 2: value: the registry has "
                                              r"no schema.*Nothing was written"):
         KafkaSparkIngestOperator(
-            task_id="ingest", ranges=ranges, output_path=str(tmp_path / "fail"),
-            value_format="avro", schema_registry_conn_id=registry_connection,
+            task_id="ingest", ranges=ranges, sink=FileSink(str(tmp_path / "fail")),
+            decode=Decoding(value_format="avro",
+                            schema_registry=SchemaRegistryConnection(registry_connection)),
         ).execute({"run_id": "manual__1"})
     assert not (tmp_path / "fail").exists()
 
@@ -123,9 +131,11 @@ def test_a_kafka_sink_dead_letters_to_a_topic_in_the_same_exactly_once_write(
 
     def run() -> dict[str, Any]:
         return KafkaSparkIngestOperator(
-            task_id="ingest", ranges=ranges, output_topic=output, value_format="avro",
-            schema_registry_conn_id=registry_connection, on_corrupt="dead_letter",
-            dead_letter_topic=dead_topic,
+            task_id="ingest", ranges=ranges,
+            sink=KafkaSink(output, dead_letter_topic=dead_topic),
+            decode=Decoding(value_format="avro",
+                            schema_registry=SchemaRegistryConnection(registry_connection),
+                            on_corrupt="dead_letter"),
             sql="SELECT key, to_json(value) AS value FROM kafka",
         ).execute({"run_id": "manual__1"})
 
@@ -151,24 +161,35 @@ def test_a_kafka_sink_dead_letters_to_a_topic_in_the_same_exactly_once_write(
 
 
 @pytest.mark.parametrize(("arguments", "match"), [
-    ({"value_format": "avro"}, "schema_registry_conn_id=None is missing"),
-    ({"value_format": "xml"}, "value_format='xml'"),
-    ({"on_corrupt": "skip"}, "on_corrupt='skip' does not apply without decoding"),
-    ({"value_format": "string", "schema_registry_conn_id": "r"}, "is not used"),
-    ({"value_format": "string", "on_corrupt": "dead_letter", "dead_letter_topic": "dlq"},
-     "dead_letter_topic='dlq' does not apply"),
+    ({"value_format": "avro"}, "^Decoding: schema_registry=None is missing"),
+    ({"value_format": "xml"}, "^Decoding: value_format='xml'"),
+    # on_corrupt without decoding: a Decoding that decodes nothing
+    ({"on_corrupt": "skip"}, "^Decoding: value_format='bytes' decodes nothing"),
+    ({"value_format": "string", "schema_registry": SchemaRegistryConnection("r")},
+     "^Decoding: schema_registry='...' is not used"),
 ])
 def test_bad_decode_arguments_fail_when_the_dag_is_parsed(arguments: dict[str, Any],
                                                           match: str) -> None:
     with pytest.raises(ConfigurationError, match=match):
-        KafkaSparkIngestOperator(task_id="ingest", ranges=TEMPLATED, output_path="/x",
-                                 **arguments)
+        Decoding(**arguments)
+
+
+def test_a_dead_letter_topic_applies_only_to_a_kafka_sink_with_dead_letters() -> None:
+    # a file sink's dead letters go to <path>/_dead_letter: it takes no topic for them
+    with pytest.raises(TypeError, match="dead_letter_topic"):
+        FileSink("/x", dead_letter_topic="dlq")  # type: ignore[call-arg]
+    with pytest.raises(ConfigurationError, match="^ingest: KafkaSink: dead_letter_topic='dlq' "
+                                                 "is not used"):
+        KafkaSparkIngestOperator(task_id="ingest", ranges=TEMPLATED,
+                                 sink=KafkaSink("out", dead_letter_topic="dlq"),
+                                 decode=Decoding(value_format="string"))
 
 
 def test_a_kafka_sink_dead_letter_needs_its_topic() -> None:
     with pytest.raises(ConfigurationError, match="dead_letter_topic=None is missing"):
-        KafkaSparkIngestOperator(task_id="ingest", ranges=TEMPLATED, output_topic="out",
-                                 value_format="string", on_corrupt="dead_letter")
+        KafkaSparkIngestOperator(task_id="ingest", ranges=TEMPLATED, sink=KafkaSink("out"),
+                                 decode=Decoding(value_format="string",
+                                                 on_corrupt="dead_letter"))
 
 
 def test_the_example_dag_ingests_an_hour_of_avro_with_its_dead_letters(

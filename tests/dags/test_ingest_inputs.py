@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.errors import (
     CorruptRecordError,
     KafkaSparkError,
@@ -20,6 +21,7 @@ from airflow_provider_kafka_spark.errors import (
 )
 from airflow_provider_kafka_spark.offsets import ConfigurationError, Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+from airflow_provider_kafka_spark.sinks import FileSink, KafkaSink
 from tests.support.dag_data import T0
 from tools.kafka_records import produce
 
@@ -65,18 +67,18 @@ def unknown_column(df: Any) -> Any:
 
 
 CASES = [
-    # (operator arguments, message fragment, whether a Spark job may run: the transform's own
-    # collect(), or the file sink's test write of no rows)
+    # (operator and FileSink arguments, message fragment, whether a Spark job may run: the
+    # transform's own collect(), or the file sink's test write of no rows)
     ({"transform": a_list}, "transform='a_list' returned list, not a DataFrame", True),
     ({"transform": lambda df: None}, "returned NoneType, not a DataFrame", False),
     ({"transform": unknown_column}, "transform=unknown_column failed on an empty DataFrame", False),
-    ({"output_format": "nope"}, "output format 'nope' is not a data source", False),
-    ({"output_format": "avro"}, "spark-avro", False),
+    ({"format": "nope"}, "output format 'nope' is not a data source", False),
+    ({"format": "avro"}, "spark-avro", False),
     ({"sql": "SELEC key FROM kafka"}, "is not valid Spark SQL", False),
     ({"sql": "SELECT no_such_column FROM kafka"}, "UNRESOLVED_COLUMN", False),
     ({"sql": "SELECT 1; SELECT 2"}, "is not valid Spark SQL", False),
     ({"sql": "DROP VIEW kafka"}, "is not one query Spark can run over the records", False),
-    ({"output_format": "csv"}, "The CSV datasource doesn't support the column `headers`", True),
+    ({"format": "csv"}, "The CSV datasource doesn't support the column `headers`", True),
     ({"partition_by": ["no_such_column"]}, "Partition column `no_such_column` not found", True),
     ({"sql": "SELECT key, value AS KEY FROM kafka"},
      "ingest: sql='SELECT key, value AS KEY FROM kafka' returns the columns ['key', 'KEY'], "
@@ -87,14 +89,19 @@ CASES = [
 ]
 
 
+FILE_SINK_ARGUMENTS = ("format", "options", "partition_by")
+
+
 @pytest.mark.parametrize(("kwargs", "message", "job"), CASES)
 def test_a_bad_file_ingest_fails_before_the_read(
         kafka_connection: None, spark: Any, ranges: dict[str, Any], reads: list[Any],
         tmp_path: Path, kwargs: dict[str, Any], message: str, job: bool) -> None:
     out = tmp_path / "day" / "out"
     ran = jobs(spark)
-    op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_path=str(out),
-                                  **kwargs)
+    sink = FileSink(str(out), **{k: v for k, v in kwargs.items() if k in FILE_SINK_ARGUMENTS})
+    op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, sink=sink,
+                                  **{k: v for k, v in kwargs.items()
+                                     if k not in FILE_SINK_ARGUMENTS})
     with pytest.raises(ConfigurationError) as info:
         op.execute({"run_id": "manual__1"})
     assert message in str(info.value)
@@ -106,7 +113,7 @@ def test_a_bad_file_ingest_fails_before_the_read(
 
 def test_a_bad_kafka_ingest_fails_before_the_read(
         kafka_connection: None, spark: Any, ranges: dict[str, Any], reads: list[Any]) -> None:
-    op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_topic="out",
+    op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, sink=KafkaSink("out"),
                                   transform=lambda df: df.select("offset", "value"))
     ran = jobs(spark)
     with pytest.raises(WriteConfigError, match=r"have the columns \['offset', 'value'\]: "
@@ -117,7 +124,7 @@ def test_a_bad_kafka_ingest_fails_before_the_read(
 
 def test_duplicate_columns_for_a_kafka_sink_fail_before_the_read(
         kafka_connection: None, spark: Any, ranges: dict[str, Any], reads: list[Any]) -> None:
-    op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_topic="out",
+    op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, sink=KafkaSink("out"),
                                   sql="SELECT value, value FROM kafka")
     ran = jobs(spark)
     with pytest.raises(ConfigurationError, match=r"returns the columns \['value', 'value'\], "
@@ -130,8 +137,9 @@ def test_an_undecodable_record_fails_the_ingest_with_where_it_is(
         kafka_connection: None, spark: Any, ranges: dict[str, Any], tmp_path: Path) -> None:
     topic = ranges["ranges"][0]["topic"]
     with pytest.raises(KafkaSparkError) as caught:
-        KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_path=str(tmp_path / "o"),
-                                 value_format="json", value_schema="id long",
+        KafkaSparkIngestOperator(task_id="ingest", ranges=ranges,
+                                 sink=FileSink(str(tmp_path / "o")),
+                                 decode=Decoding(value_format="json", value_schema="id long"),
                                  ).execute({"run_id": "manual__1"})
     error = caught.value
     assert type(error) is CorruptRecordError, repr(error)
@@ -146,12 +154,12 @@ def test_an_undecodable_record_fails_the_ingest_with_where_it_is(
 def test_a_previous_output_survives_a_bad_rerun(
         kafka_connection: None, spark: Any, ranges: dict[str, Any], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_path=str(out)) \
+    KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, sink=FileSink(str(out))) \
         .execute({"run_id": "manual__1"})
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(ConfigurationError, match="The CSV datasource doesn't support"):
-        KafkaSparkIngestOperator(task_id="ingest", ranges=ranges, output_path=str(out),
-                                 output_format="csv").execute({"run_id": "manual__2"})
+        KafkaSparkIngestOperator(task_id="ingest", ranges=ranges,
+                                 sink=FileSink(str(out), format="csv")).execute({"run_id": "manual__2"})
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
 
@@ -160,7 +168,7 @@ def test_a_previous_output_survives_a_bad_rerun(
     ("field", "template", "message"),
     [
         ("sql", "SELEC key FROM kafka", "ingest: sql='SELEC key FROM kafka' is not valid Spark SQL"),
-        ("output_format", "{{ 'no' ~ 'pe' }}", "output format 'nope' is not a data source"),
+        ("sink.format", "{{ 'no' ~ 'pe' }}", "output format 'nope' is not a data source"),
     ],
 )
 def test_a_templated_mistake_fails_the_dag_run_before_the_read(
@@ -170,8 +178,12 @@ def test_a_templated_mistake_fails_the_dag_run_before_the_read(
     produce(kafka_config, topic, [(0, None, b"x", int(T0.timestamp() * 1000))])
     output = tmp_path / "adhoc"
 
-    def set_template(dag: Any) -> None:
-        setattr(dag.get_task("ingest"), field, template)
+    def set_template(dag: Any) -> None:  # field: the task's ("sql"), or its sink's ("sink.format")
+        *owners, name = field.split(".")
+        target = dag.get_task("ingest")
+        for owner in owners:
+            target = getattr(target, owner)
+        setattr(target, name, template)
 
     outcome = run_dag("kafka_adhoc", logical_date=None, edit=set_template, conf={
         "topics": topic, "start": "earliest", "stop": "latest", "output_path": str(output)})

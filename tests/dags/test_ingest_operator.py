@@ -14,6 +14,7 @@ from confluent_kafka import TopicPartition
 from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from airflow_provider_kafka_spark.operators.ingest import MANIFEST_NAME
+from airflow_provider_kafka_spark.sinks import FileSink
 from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -35,9 +36,9 @@ def ranges(new_topic: Any, kafka_config: dict[str, Any]) -> dict[str, Any]:
 def test_sql_over_the_kafka_view_partitioned_by_key(
         kafka_connection: None, spark: Any, ranges: dict[str, Any], tmp_path: Path) -> None:
     op = KafkaSparkIngestOperator(
-        task_id="ingest", ranges=ranges, output_path=str(tmp_path / "sql"), output_format="json",
-        sql="SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v, `offset` FROM kafka",
-        partition_by=["k"])
+        task_id="ingest", ranges=ranges,
+        sink=FileSink(str(tmp_path / "sql"), format="json", partition_by=["k"]),
+        sql="SELECT CAST(key AS STRING) AS k, CAST(value AS STRING) AS v, `offset` FROM kafka")
     stats = op.execute({"run_id": "manual__1"})
     assert stats["records"] == 12
     assert sorted(p.name for p in (tmp_path / "sql").iterdir() if p.is_dir()) == \
@@ -52,7 +53,7 @@ def test_transform_callable(kafka_connection: None, spark: Any, ranges: dict[str
         return df.where("partition = 0").select("offset", "value")
 
     stats = KafkaSparkIngestOperator(
-        task_id="ingest", ranges=ranges, output_path=str(tmp_path / "t"),
+        task_id="ingest", ranges=ranges, sink=FileSink(str(tmp_path / "t")),
         transform=only_even_partition).execute({"run_id": "manual__1"})
     assert stats["records"] == 12  # read; the transform keeps 6
     assert sorted(bytes(r["value"]) for r in spark.read.parquet(str(tmp_path / "t")).collect()) \
@@ -78,7 +79,7 @@ def test_skipped_data_loss_is_counted_in_the_xcom_the_manifest_and_the_log(
     _delete_below(kafka_admin, topic, 1, 4)
 
     stats = KafkaSparkIngestOperator(
-        task_id="ingest", ranges=ranges.to_dict(), output_path=str(tmp_path / "out"),
+        task_id="ingest", ranges=ranges.to_dict(), sink=FileSink(str(tmp_path / "out")),
         on_data_loss="skip").execute({"run_id": "manual__1"})
 
     assert stats["records"] == 4 + 2 + 6
@@ -115,7 +116,7 @@ def test_empty_ranges_report_the_loss_found_at_resolution(
                              "latest", on_data_loss="skip")
 
     stats = KafkaSparkIngestOperator(
-        task_id="ingest", ranges=ranges.to_dict(), output_path=str(tmp_path / "out"),
+        task_id="ingest", ranges=ranges.to_dict(), sink=FileSink(str(tmp_path / "out")),
         on_data_loss="skip").execute({"run_id": "manual__1"})
 
     assert (stats["records"], stats["lost"]) == (0, 2)

@@ -24,6 +24,7 @@ from datetime import datetime
 from airflow.sdk import DAG
 
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+from airflow_provider_kafka_spark.sinks import FileSink
 
 
 def slowly(df):
@@ -37,7 +38,7 @@ def slowly(df):
 
 
 with DAG(dag_id={dag_id!r}, schedule=None, start_date=datetime(2024, 1, 1), catchup=False):
-    KafkaSparkIngestOperator(task_id="ingest", ranges={ranges!r}, output_path={output!r},
+    KafkaSparkIngestOperator(task_id="ingest", ranges={ranges!r}, sink=FileSink({output!r}),
                              transform=slowly, max_records_per_split=100, progress_every=0.5)
 '''
 

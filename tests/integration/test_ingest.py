@@ -109,8 +109,8 @@ def test_decoding_with_dead_letters(spark: Any, kafka_config: dict[str, Any],
 
     result = ingest(spark, ranges, kafka_config, FileSink(out),
                     decode=Decoding(key_format="string", value_format="json",
-                                    value_schema="id long"),
-                    on_corrupt="dead_letter", transform=lambda df: df.select("key", "value.id"),
+                                    value_schema="id long", on_corrupt="dead_letter"),
+                    transform=lambda df: df.select("key", "value.id"),
                     manifest={"job": "nightly"}, owner="orders-job")
 
     assert sorted((r["key"], r["id"]) for r in spark.read.parquet(out).collect()) == [
@@ -227,7 +227,7 @@ def test_decode_counts_are_observed_in_the_write_pass(
 
     result = _read_once(spark, lambda: ingest(
         spark, ranges, kafka_config, FileSink(out),
-        decode=Decoding(value_format="json", value_schema="id long"), on_corrupt="skip",
+        decode=Decoding(value_format="json", value_schema="id long", on_corrupt="skip"),
         max_records_per_split=1), splits=5)
 
     assert sorted(r["value"]["id"] for r in spark.read.parquet(out).collect()) == [0, 1, 2, 4]
@@ -324,8 +324,8 @@ def test_exactly_once_into_kafka_reads_the_slice_once(
 
     def run() -> IngestResult:
         return ingest(spark, ranges, kafka_config, KafkaSink(
-            kafka_config, out, write_id="w-once", transactional_id_prefix=f"once-{out}",
-            records_as_read=True), max_records_per_split=1)
+            out, kafka_config=kafka_config, write_id="w-once",
+            transactional_id_prefix=f"once-{out}"), max_records_per_split=1)
 
     first = _read_once(spark, run, splits=5)
     again = run()
@@ -338,9 +338,10 @@ def test_exactly_once_into_kafka_reads_the_slice_once(
 BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [
     ({"spark": None}, "job: spark=None is not a SparkSession"),
     ({"sink": "/data/out"}, "job: sink='/data/out' is not valid; pass a sink: FileSink(path)"),
-    ({"decode": {"value_format": "json"}}, "pass a Decoding(key_format=..., "),
-    ({"on_corrupt": "skip"}, "job: on_corrupt='skip' does not apply without decoding"),
-    ({"on_corrupt": "skip", "decode": Decoding()}, "does not apply without decoding"),
+    ({"decode": {"value_format": "json"}},
+     "job: decode={'value_format': 'json'} is not valid; pass Decoding(value_format=...)"),
+    ({"sink": KafkaSink("out"), "decode": Decoding(value_format="json", on_corrupt="dead_letter")},
+     "job: KafkaSink: dead_letter_topic=None is missing; on_corrupt='dead_letter' needs"),
     ({"transform": lambda df: df, "sql": "SELECT 1"}, "job: pass transform= or sql=, not both"),
     ({"transform": "SELECT 1"}, "job: transform='SELECT 1' is not valid"),
     ({"sql": " "}, "job: sql=' ' is empty"),
@@ -353,7 +354,6 @@ BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [
      "job: transform='<lambda>' returns the columns ['offset', 'offset'], which Spark cannot "
      "tell apart"),
     ({"sql": "SELECT nothing FROM kafka"}, "job: sql='SELECT nothing FROM kafka' is not one query"),
-    ({"decode": Decoding(value_format="xml")}, "value_format='xml' is not valid"),
 ]
 
 
@@ -377,3 +377,16 @@ def test_bad_arguments_fail_before_the_read(
     assert isinstance(caught.value, ConfigurationError), repr(caught.value)
     assert fragment in str(caught.value)
     assert reads == [] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(("arguments", "fragment"), [
+    # on_corrupt without decoding (on_corrupt is the Decoding's now)
+    ({"on_corrupt": "skip"}, "Decoding: value_format='bytes' decodes nothing"),
+    ({}, "Decoding: value_format='bytes' decodes nothing"),
+    ({"value_format": "xml"}, "Decoding: value_format='xml' is not valid"),
+])
+def test_a_bad_decoding_is_refused_when_built(arguments: dict[str, Any], fragment: str) -> None:
+    with pytest.raises(KafkaSparkError) as caught:
+        Decoding(**arguments)
+    assert type(caught.value) is ConfigurationError, repr(caught.value)
+    assert str(caught.value).startswith(fragment), str(caught.value)

@@ -71,13 +71,14 @@ def test_hourly_runs_tile_through_the_table_and_a_rerun_writes_nothing_twice(
     location = output["location"]
     from airflow.dag_processing.dagbag import DagBag
 
+    from airflow_provider_kafka_spark.naming import asset_uri
     from tests.support import airflow_env
 
     dag = DagBag(str(airflow_env.DAGS_FOLDER / "kafka_hourly_to_iceberg.py")).get_dag(
         "kafka_hourly_to_iceberg")
     ingest = dag.get_task("ingest")
-    ingest.output_table, ingest.ranges = table, first.xcom["resolve_offsets"]  # as rendered
+    ingest.sink.table, ingest.ranges = table, first.xcom["resolve_offsets"]  # as rendered
     lineage = ingest.lineage(first.xcom["ingest"])
     assert location.startswith("file:")
     assert lineage.output == ("file", urlsplit(location).path)
-    assert ingest.output_asset_uri(location) == f"file://{lineage.output[1]}"
+    assert asset_uri(ingest.sink.dataset(location)) == f"file://{lineage.output[1]}"

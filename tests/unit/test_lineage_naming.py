@@ -1,4 +1,5 @@
-"""OpenLineage dataset names and Airflow asset URIs of outputs and topics (naming spec)."""
+"""OpenLineage dataset names and Airflow asset URIs of outputs and topics (naming spec), as
+each sink names its output."""
 
 from __future__ import annotations
 
@@ -6,11 +7,8 @@ import os
 
 import pytest
 
-from airflow_provider_kafka_spark.operators.lineage import (
-    dataset_of_path,
-    kafka_authority,
-    output_asset_uri,
-)
+from airflow_provider_kafka_spark.naming import asset_uri, dataset_of_path, kafka_authority
+from airflow_provider_kafka_spark.sinks import DeltaSink, FileSink, IcebergSink, KafkaSink
 
 
 @pytest.mark.parametrize(("path", "dataset", "uri"), [
@@ -27,7 +25,8 @@ from airflow_provider_kafka_spark.operators.lineage import (
 ])
 def test_folders(path: str, dataset: tuple[str, str], uri: str) -> None:
     assert dataset_of_path(path) == dataset
-    assert output_asset_uri(output_path=path) == uri
+    assert FileSink(path).dataset() == dataset
+    assert asset_uri(dataset) == uri
 
 
 def test_a_relative_folder_is_named_by_its_absolute_path() -> None:
@@ -41,5 +40,14 @@ def test_a_relative_folder_is_named_by_its_absolute_path() -> None:
 def test_topics(servers: str, authority: str) -> None:
     config = {"bootstrap.servers": servers, "sasl.password": "never-shown"}
     assert kafka_authority(config) == authority
-    assert output_asset_uri(output_topic="orders", kafka_config=config) == \
-        f"kafka://{authority}/orders"
+    dataset = KafkaSink("orders", kafka_config=config).dataset()
+    assert dataset == (f"kafka://{authority}", "orders")
+    assert asset_uri(dataset) == f"kafka://{authority}/orders"
+    assert KafkaSink("orders").dataset() is None  # the operator gives it the input's cluster
+
+
+def test_tables_are_named_by_their_location_else_their_path_else_their_name() -> None:
+    assert asset_uri(IcebergSink("lake.db.t").dataset("file:/wh/db/t")) == "file:///wh/db/t"
+    assert asset_uri(IcebergSink("lake.db.t").dataset()) == "iceberg://lake.db.t"
+    assert asset_uri(DeltaSink("/data/delta/t").dataset()) == "file:///data/delta/t"
+    assert asset_uri(DeltaSink("db.t").dataset()) == "delta://db.t"

@@ -22,6 +22,8 @@ from tests.support import airflow_env  # noqa: F401  (before Airflow is imported
 
 # isort: split
 
+from airflow_provider_kafka_spark.decoding import Decoding
+from airflow_provider_kafka_spark.hooks import KafkaConnection, SchemaRegistryConnection
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     OffsetRanges,
@@ -37,14 +39,15 @@ from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
 )
+from airflow_provider_kafka_spark.sinks import FileSink, IcebergSink, KafkaSink
 from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
     KafkaPartitionsTrigger,
 )
 
 RANGES = OffsetRanges((PartitionRange("a", 0, 0, 5),), group_id="g").to_dict()
-FILES = {"task_id": "ingest", "ranges": RANGES, "output_path": "/data/out"}
-TOPIC = {"task_id": "ingest", "ranges": RANGES, "output_topic": "out"}
+INGEST = {"task_id": "ingest", "ranges": RANGES}
+FILES = {**INGEST, "sink": FileSink("/data/out")}
 RESOLVE = {"task_id": "resolve", "topics": "orders"}
 COMMIT = {"task_id": "commit", "ranges": RANGES}
 PARTITIONS = {"task_id": "discover", "topics": "orders"}
@@ -79,30 +82,6 @@ INGEST_CASES = [
     (FILES, "engine", "spark", "pass one of 'python', 'spark-kafka'"),
     (FILES, "engine", None, "pass one of 'python', 'spark-kafka'"),
     (FILES, "on_data_loss", "ignore", "pass one of 'fail', 'skip'"),
-    (TOPIC, "delivery_guarantee", "exactly-once",
-     "pass one of 'none', 'at_least_once', 'exactly_once'"),
-    (TOPIC, "delivery_guarantee", True, "pass one of 'none'"),
-    (FILES, "delivery_guarantee", "at_least_once", "applies only to the sink output_topic="),
-    (FILES, "output_format", "", "pass a Spark data source name"),
-    (FILES, "output_format", "par quet", "pass a Spark data source name"),
-    (FILES, "output_format", 3, "pass a Spark data source name"),
-    (TOPIC, "output_format", "json", "applies only to the sink output_path="),
-    (FILES, "output_options", ["compression"], "pass a dict of Spark writer options"),
-    (FILES, "output_options", {"compression": ["zstd"]}, "pass option values as str"),
-    (TOPIC, "output_options", {"compression": "zstd"}, "applies only to the sink output_path="),
-    (FILES, "partition_by", "k", "a list even for one column"),
-    (FILES, "partition_by", ["k", ""], "pass a list of column names"),
-    (TOPIC, "partition_by", ["k"], "applies only to the sink output_path="),
-    (FILES, "output_path", "", "is empty"),
-    (FILES, "output_path", " ", "is empty"),
-    (TOPIC, "output_topic", "", "is empty"),
-    (TOPIC, "output_topic", "bad topic!", "1 to 249 letters, digits, '.', '_' or '-'"),
-    (TOPIC, "output_topic", 42, "is not a string"),
-    (FILES, "write_id", "w", "applies only to the sink output_topic="),
-    (TOPIC, "write_id", " ", "is empty"),
-    (FILES, "output_kafka_conn_id", "other", "applies only to the sink output_topic="),
-    (TOPIC, "output_kafka_conn_id", "", "pass an Airflow connection id"),
-    (TOPIC, "transactional_id_prefix", "", "pass a prefix unique to this application"),
     (FILES, "transform", "SELECT 1", "pass a function taking and returning a pyspark DataFrame"),
     (FILES, "sql", "", "pass a Spark SQL query over the view 'kafka'"),
     (FILES, "spark_conn_id", "", "pass an Airflow connection id"),
@@ -127,6 +106,124 @@ def test_ingest_rejects_a_bad_literal_when_built(base: dict[str, Any], name: str
                                                  fragment: str) -> None:
     message = configuration_error(KafkaSparkIngestOperator, {**base, name: value}, name, fragment)
     assert repr(value)[:50] in message
+
+
+PATH = {"path": "/data/out"}
+TOPIC = {"topic": "out"}
+
+SINK_CASES = [
+    # (the sink, or what it takes, its other arguments, the bad one, its value, fragment)
+    (KafkaSink, TOPIC, "delivery_guarantee", "exactly-once",
+     "pass one of 'none', 'at_least_once', 'exactly_once'"),
+    (KafkaSink, TOPIC, "delivery_guarantee", True, "pass one of 'none'"),
+    (FileSink, PATH, "format", "", "pass a Spark data source name"),
+    (FileSink, PATH, "format", "par quet", "pass a Spark data source name"),
+    (FileSink, PATH, "format", 3, "pass a Spark data source name"),
+    (FileSink, PATH, "options", ["compression"], "pass a dict of Spark writer options"),
+    (FileSink, PATH, "options", {"compression": ["zstd"]}, "pass option values as str"),
+    (FileSink, PATH, "partition_by", "k", "a list even for one column"),
+    (FileSink, PATH, "partition_by", ["k", ""], "pass a list of column names"),
+    (FileSink, {}, "path", "", "pass the folder of the output"),
+    (FileSink, {}, "path", " ", "pass the folder of the output"),
+    (KafkaSink, {}, "topic", "", "is empty"),
+    (KafkaSink, {}, "topic", "bad topic!", "1 to 249 letters, digits, '.', '_' or '-'"),
+    (KafkaSink, {}, "topic", 42, "is not a string"),
+    (KafkaSink, TOPIC, "write_id", " ", "is empty"),
+    (KafkaConnection, {}, "kafka_conn_id", "", "pass an Airflow connection id"),  # kafka_config=
+    (KafkaSink, TOPIC, "transactional_id_prefix", "", "pass a prefix unique to this application"),
+]
+
+
+@pytest.mark.parametrize(("build", "base", "name", "value", "fragment"), SINK_CASES)
+def test_a_sink_rejects_a_bad_literal_when_built(build: Any, base: dict[str, Any], name: str,
+                                                 value: Any, fragment: str) -> None:
+    message = configuration_error(build, {**base, name: value}, name, fragment)
+    assert repr(value)[:50] in message
+
+
+@pytest.mark.parametrize(("build", "base", "name", "value"), [
+    (FileSink, PATH, "delivery_guarantee", "at_least_once"),
+    (KafkaSink, TOPIC, "format", "json"),
+    (KafkaSink, TOPIC, "options", {"compression": "zstd"}),
+    (KafkaSink, TOPIC, "partition_by", ["k"]),
+    (FileSink, PATH, "write_id", "w"),
+    (FileSink, PATH, "kafka_config", KafkaConnection("other")),
+    (FileSink, PATH, "dead_letter_topic", "dlq"),
+])
+def test_a_sink_takes_only_its_own_arguments(build: Any, base: dict[str, Any], name: str,
+                                             value: Any) -> None:
+    """What was an argument "that applies only to the sink output_topic=/output_path=": the
+    other sink does not take it at all."""
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{name}'"):
+        build(**base, **{name: value})
+
+
+REMOVED_INGEST_ARGUMENTS = [
+    "output_path", "output_format", "output_options", "partition_by", "output_topic",
+    "output_kafka_conn_id", "delivery_guarantee", "transactional_id_prefix", "write_id",
+    "dead_letter_topic", "output_table", "table_format", "table_application",
+    "table_schema_evolution", "key_format", "value_format", "key_schema", "value_schema",
+    "schema_registry_conn_id", "on_corrupt"]
+
+
+@pytest.mark.parametrize("name", REMOVED_INGEST_ARGUMENTS)
+def test_the_ingest_refuses_the_arguments_that_are_now_the_sinks_or_the_decodings(
+        name: str) -> None:
+    with pytest.raises(TypeError, match=rf"(?s)Invalid arguments were passed to "
+                                        rf"KafkaSparkIngestOperator.*'{name}'"):
+        KafkaSparkIngestOperator(**FILES, **{name: "x"})
+
+
+DECODING_CASES = [
+    ("value_format", "xml", "pass one of 'bytes', 'string', 'json', 'avro'"),
+    ("key_format", 3, "pass one of 'bytes', 'string', 'json', 'avro'"),
+    ("on_corrupt", "ignore", "pass one of 'fail', 'skip', 'dead_letter'"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "fragment"), DECODING_CASES)
+def test_a_decoding_rejects_a_bad_literal_when_built(name: str, value: Any,
+                                                     fragment: str) -> None:
+    message = configuration_error(Decoding, {"value_format": "json", name: value}, name, fragment)
+    assert repr(value)[:50] in message
+
+
+@pytest.mark.parametrize(("arguments", "name", "fragment"), [
+    ({"on_corrupt": "skip"}, "value_format", "decodes nothing"),  # on_corrupt, nothing decoded
+    ({"value_format": "avro"}, "schema_registry", "is missing; the format 'avro' needs a Schema"),
+    ({"value_format": "json", "schema_registry": SchemaRegistryConnection("r")},
+     "schema_registry", "is not used"),
+])
+def test_a_decoding_checks_its_arguments_together_when_built(
+        arguments: dict[str, Any], name: str, fragment: str) -> None:
+    configuration_error(Decoding, arguments, name, fragment)
+
+
+@pytest.mark.parametrize(("sink", "decode", "message"), [
+    (FileSink("/data/out"), {"value_format": "json"},
+     "ingest: decode={'value_format': 'json'} is not valid; pass Decoding(value_format=...)"),
+    (KafkaSink("out"), Decoding(value_format="json", on_corrupt="dead_letter"),
+     "ingest: KafkaSink: dead_letter_topic=None is missing; on_corrupt='dead_letter' needs"),
+    (KafkaSink("out", dead_letter_topic="dlq"), Decoding(value_format="json"),
+     "ingest: KafkaSink: dead_letter_topic='dlq' is not used"),
+    (KafkaSink("out", dead_letter_topic="dlq"), None,
+     "ingest: KafkaSink: dead_letter_topic='dlq' is not used"),
+    (IcebergSink("lake.db.t"), Decoding(value_format="json", on_corrupt="dead_letter"),
+     "ingest: IcebergSink: on_corrupt='dead_letter' does not apply to a table"),
+])
+def test_the_ingest_checks_its_sink_and_decoding_together_when_built(
+        sink: Any, decode: Any, message: str) -> None:
+    with pytest.raises(ConfigurationError) as info:
+        KafkaSparkIngestOperator(**INGEST, sink=sink, decode=decode)
+    assert type(info.value) is ConfigurationError
+    assert str(info.value).startswith(message), str(info.value)
+
+
+@pytest.mark.parametrize("sink", [None, "/data/out", {"output_path": "/data/out"},
+                                  [FileSink("/data/out"), KafkaSink("out")]])
+def test_the_ingest_refuses_a_sink_that_is_not_a_sink(sink: Any) -> None:
+    configuration_error(KafkaSparkIngestOperator, {**INGEST, "sink": sink}, "sink",
+                        "pass a sink: FileSink(path), KafkaSink(topic), IcebergSink(table)")
 
 
 RESOLVE_CASES = [
@@ -230,17 +327,19 @@ def test_triggers_reject_bad_arguments(build: Any, kwargs: dict[str, Any], name:
 
 
 def test_good_literals_and_unrendered_templates_pass_when_built() -> None:
-    KafkaSparkIngestOperator(**FILES, max_records_per_split=10, include_headers=False,
-                             engine="spark-kafka", on_data_loss="skip", output_format="json",
-                             output_options={"compression": "gzip", "x": 1},
-                             partition_by=("k",))
-    KafkaSparkIngestOperator(**TOPIC, delivery_guarantee="AT_LEAST_ONCE", write_id="w",
-                             transactional_id_prefix="p", output_kafka_conn_id="other")
+    KafkaSparkIngestOperator(**INGEST, max_records_per_split=10, include_headers=False,
+                             engine="spark-kafka", on_data_loss="skip",
+                             sink=FileSink("/data/out", format="json",
+                                           options={"compression": "gzip", "x": 1},
+                                           partition_by=("k",)))
+    KafkaSparkIngestOperator(**INGEST, sink=KafkaSink(
+        "out", delivery_guarantee="AT_LEAST_ONCE", write_id="w", transactional_id_prefix="p",
+        kafka_config=KafkaConnection("other")))
     KafkaSparkIngestOperator(task_id="i", ranges="{{ ti.xcom_pull('resolve') }}",
-                             output_path="{{ params.out }}", output_format="{{ params.f }}",
+                             sink=FileSink("{{ params.out }}", format="{{ params.f }}"),
                              sql="{{ params.sql }}")
-    KafkaSparkIngestOperator(task_id="i", ranges=RANGES, output_topic="{{ params.topic }}",
-                             write_id="{{ run_id }}")
+    KafkaSparkIngestOperator(task_id="i", ranges=RANGES,
+                             sink=KafkaSink("{{ params.topic }}", write_id="{{ run_id }}"))
     KafkaResolveOffsetsOperator(**RESOLVE, timeout=timedelta(seconds=5).total_seconds(),
                                 start="{{ params.start }}", stop="latest", group_id=None)
     KafkaResolveOffsetsOperator(task_id="r", topics="{{ params.topics }}", start="earliest")
@@ -276,12 +375,12 @@ def test_bad_specs_and_subscriptions_are_offset_spec_errors_when_built() -> None
          "min_partitions", "0", POSITIVE_INT),
         (KafkaIntervalCompleteSensor, {**INTERVAL, "end": "{{ params.end }}"}, "end",
          "not a time", "pass an aware datetime"),
-        (KafkaSparkIngestOperator, {**FILES, "output_format": "{{ params.f }}"},
-         "output_format", "", "pass a Spark data source name"),
-        (KafkaSparkIngestOperator, {**FILES, "output_path": "{{ params.out }}"},
-         "output_path", "", "is empty"),
-        (KafkaSparkIngestOperator, {**TOPIC, "output_topic": "{{ params.t }}"},
-         "output_topic", "a/b", "is not a legal topic name"),
+        (KafkaSparkIngestOperator, {**INGEST, "sink": FileSink("/out", format="{{ params.f }}")},
+         "sink.format", "", "pass a Spark data source name"),
+        (KafkaSparkIngestOperator, {**INGEST, "sink": FileSink("{{ params.out }}")},
+         "sink.path", "", "pass the folder of the output"),
+        (KafkaSparkIngestOperator, {**INGEST, "sink": KafkaSink("{{ params.t }}")},
+         "sink.topic", "a/b", "is not a legal topic name"),
         (KafkaSparkIngestOperator, {**FILES, "sql": "{{ params.sql }}"}, "sql", " ", "is empty"),
         (KafkaResolveOffsetsOperator, {**RESOLVE, "group_id": "{{ params.g }}"}, "group_id",
          ["g"], "is not a string"),
@@ -292,10 +391,15 @@ def test_bad_specs_and_subscriptions_are_offset_spec_errors_when_built() -> None
 def test_templated_arguments_are_checked_once_rendered_before_any_cluster_call(
         build: Any, kwargs: dict[str, Any], name: str, rendered: Any, fragment: str) -> None:
     task = build(**kwargs)  # a template: not checked when the DAG is parsed
-    setattr(task, name, rendered)  # what rendering produced
+    *owners, attribute = name.split(".")  # the task's argument, or its sink's ("sink.path")
+    target = task
+    for owner in owners:
+        target = getattr(target, owner)
+    setattr(target, attribute, rendered)  # what rendering produced
     context = {"run_id": "r", "params": {}, "data_interval_start": None,
                "data_interval_end": None}
-    configuration_error(lambda **_: task.execute(context), {"task_id": kwargs["task_id"]}, name,
+    named = f"{type(target).__name__}: {attribute}" if owners else name  # "FileSink: path"
+    configuration_error(lambda **_: task.execute(context), {"task_id": kwargs["task_id"]}, named,
                         fragment)
 
 
@@ -321,6 +425,7 @@ import pendulum
 from airflow.sdk import DAG
 from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 from airflow_provider_kafka_spark.sensors import KafkaIntervalCompleteSensor
+from airflow_provider_kafka_spark.sinks import FileSink, KafkaSink
 
 with DAG(dag_id="hostile", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
     {task}
@@ -331,8 +436,11 @@ with DAG(dag_id="hostile", schedule=None, start_date=pendulum.datetime(2024, 1, 
     ("task", "message"),
     [
         ('KafkaSparkIngestOperator(task_id="ingest", ranges="{{ ti.xcom_pull() }}", '
-         'output_path="/out", max_records_per_split=0)',
+         'sink=FileSink("/out"), max_records_per_split=0)',
          "ingest: max_records_per_split=0 is not valid; pass a positive int"),
+        ('KafkaSparkIngestOperator(task_id="ingest", ranges="{{ ti.xcom_pull() }}", '
+         'sink=KafkaSink("bad topic!"))',
+         "KafkaSink: topic='bad topic!' is not a legal topic name"),
         ('KafkaIntervalCompleteSensor(task_id="complete", topics="a", idle_timeout=-300)',
          "complete: idle_timeout=-300 is not a positive, finite duration"),
     ],

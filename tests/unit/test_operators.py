@@ -37,12 +37,14 @@ from airflow_provider_kafka_spark.operators import (
     KafkaSparkIngestOperator,
 )
 from airflow_provider_kafka_spark.operators.base import ranges_table
-from airflow_provider_kafka_spark.operators.ingest import default_write_id, ledger_since
+from airflow_provider_kafka_spark.operators.ingest import ledger_since, run_info
 from airflow_provider_kafka_spark.operators.spec_sources import RunSpecs
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,
     KafkaPartitionsSensor,
 )
+from airflow_provider_kafka_spark.sinks import FileSink, KafkaSink
+from airflow_provider_kafka_spark.sinks.kafka import default_write_id
 from airflow_provider_kafka_spark.sinks.tables import IcebergSink
 from airflow_provider_kafka_spark.triggers import (
     KafkaIntervalCompleteTrigger,
@@ -132,28 +134,36 @@ def test_commit_needs_a_group_and_valid_ranges() -> None:
 
 
 def test_ingest_needs_exactly_one_sink_and_one_transformation() -> None:
-    with pytest.raises(ConfigurationError, match="exactly one sink.*got neither"):
+    # one sink= argument: no sink, or two sinks, is not a Sink
+    with pytest.raises(TypeError, match="missing keyword argument 'sink'"):
         KafkaSparkIngestOperator(task_id="i", ranges={})
-    with pytest.raises(ConfigurationError, match="exactly one sink.*got both"):
-        KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", output_topic="t")
-    with pytest.raises(ConfigurationError, match="exactly one sink.*got both output_topic and "
-                                                 "output_table"):
-        KafkaSparkIngestOperator(task_id="i", ranges={}, output_topic="t", output_table="a.b.c",
-                                 table_format="iceberg")
+    with pytest.raises(ConfigurationError, match=r"^i: sink=None is not valid; pass a sink: "
+                                                 r"FileSink\(path\)"):
+        KafkaSparkIngestOperator(task_id="i", ranges={}, sink=None)
+    with pytest.raises(ConfigurationError, match=r"^i: sink=\[FileSink\('/x'.*KafkaSink\('t'.*\] "
+                                                 "is not valid; pass a sink"):
+        KafkaSparkIngestOperator(task_id="i", ranges={}, sink=[FileSink("/x"), KafkaSink("t")])
+    with pytest.raises(ConfigurationError, match=r"^i: sink=\(KafkaSink\('t'.*IcebergSink\("
+                                                 r"'a.b.c'.*\) is not valid; pass a sink"):
+        KafkaSparkIngestOperator(task_id="i", ranges={},
+                                 sink=(KafkaSink("t"), IcebergSink("a.b.c")))
+    with pytest.raises(ConfigurationError, match="^i: sink='/x' is not valid; pass a sink"):
+        KafkaSparkIngestOperator(task_id="i", ranges={}, sink="/x")
     with pytest.raises(ConfigurationError, match="not both"):
-        KafkaSparkIngestOperator(task_id="i", ranges={}, output_path="/x", sql="SELECT 1",
+        KafkaSparkIngestOperator(task_id="i", ranges={}, sink=FileSink("/x"), sql="SELECT 1",
                                  transform=lambda df: df)
 
 
 def test_ingest_rejects_bad_ranges_and_empty_paths_before_spark() -> None:
     with pytest.raises(OffsetSpecError, match="^i: ranges=.*version"):
-        KafkaSparkIngestOperator(task_id="i", ranges='{"ranges": []}', output_path="/x")
+        KafkaSparkIngestOperator(task_id="i", ranges='{"ranges": []}', sink=FileSink("/x"))
     empty = OffsetRanges((PartitionRange("a", 0, 7, 7),)).to_dict()
-    op = KafkaSparkIngestOperator(task_id="i", ranges=empty, output_path="{{ params.path }}")
-    op.output_path = " "  # as rendered
-    with pytest.raises(ConfigurationError, match="^i: output_path=' ' is empty"):
-        op.execute({})
-    stats = KafkaSparkIngestOperator(task_id="i", ranges=empty, output_path="/x/y") \
+    op = KafkaSparkIngestOperator(task_id="i", ranges=empty, sink=FileSink("{{ params.path }}"))
+    op.sink.path = " "  # as rendered
+    with pytest.raises(ConfigurationError, match="^i: FileSink: path=' ' is not valid; pass "
+                                                 "the folder of the output"):
+        op.execute({"run_id": "r"})
+    stats = KafkaSparkIngestOperator(task_id="i", ranges=empty, sink=FileSink("/x/y")) \
         .execute({"run_id": "r"})
     assert stats["records"] == 0 and stats["partitions"][0]["start"] == 7
     assert stats["output"] == {"path": "/x/y", "format": "parquet",
@@ -174,16 +184,16 @@ def test_a_table_run_is_rewritten_when_cleared_or_created_again_and_not_when_ret
     Airflow clears the run (clear number + 1, new start) or deletes it and creates it again
     under the same run id (clear number 0 again, new start): so a retry finds its write, and
     a reprocessing replaces it (the table tier proves both against tables)."""
-    ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),)).to_dict()
-    op = KafkaSparkIngestOperator(task_id="i", ranges=ranges, output_table="lake.db.t",
-                                  table_format="iceberg")
+    ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),))
+    op = KafkaSparkIngestOperator(task_id="i", ranges=ranges.to_dict(),
+                                  sink=IcebergSink("lake.db.t"))
     started = pendulum.datetime(2026, 11, 25, 21, 57, 13, 123456)
 
     def generation(clear_number: int, start_date: Any, try_number: int = 1) -> Any:
         context = {"run_id": "r", "dag_run": SimpleNamespace(clear_number=clear_number,
                                                              start_date=start_date),
                    "ti": SimpleNamespace(map_index=-1, try_number=try_number)}
-        return op.table_sink(context).generation
+        return op.sink.for_run(run_info(op, context, ranges)).generation
 
     first = generation(0, started)
     assert generation(0, started, try_number=2) == first  # a retry

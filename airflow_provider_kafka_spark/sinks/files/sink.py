@@ -16,13 +16,15 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from airflow_provider_kafka_spark.arguments import checkable
 from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, cut, error_line, kafka_errors
+from airflow_provider_kafka_spark.naming import Dataset, dataset_of_path
 from airflow_provider_kafka_spark.options import (
     check_column_names,
     check_data_source_name,
     check_writer_options,
 )
-from airflow_provider_kafka_spark.sinks.base import Sink
+from airflow_provider_kafka_spark.sinks.base import RunInfo, Sink
 from airflow_provider_kafka_spark.sinks.files import swap
 from airflow_provider_kafka_spark.sinks.files.filesystems import (
     HadoopFiles,
@@ -45,17 +47,17 @@ DEAD_LETTER_FOLDER = "_dead_letter"
 the output, like every name starting with ``_``)."""
 
 def check_file_sink_arguments(path: Any, format: Any, options: Any, partition_by: Any,
-                              owner: str = "FileSink") -> None:
+                              owner: str = "FileSink", *, rendered: bool = True) -> None:
     """Raise :class:`ConfigurationError` for arguments no file sink can take (no Spark
-    needed; the session checks the rest in :meth:`FileSink.prepare`). ``format``, ``options``
-    and ``partition_by`` are checked as the ingest operator checks its ``output_*``
-    arguments (:mod:`airflow_provider_kafka_spark.options`)."""
-    if not isinstance(path, str) or not path.strip():
+    needed; the session checks the rest in :meth:`FileSink.prepare`); with ``rendered=False``
+    (a sink in a DAG file) a templated ``path`` or ``format`` is checked once rendered."""
+    if checkable(path, rendered=rendered) and (not isinstance(path, str) or not path.strip()):
         raise ConfigurationError(
             f"{owner}: path={path!r} is not valid; pass the folder of the output, e.g. "
             "'s3a://lake/events/2024-05-01T00' or '/data/events/2024-05-01T00'."
         )
-    check_data_source_name(owner, "format", format)
+    if checkable(format, rendered=rendered):
+        check_data_source_name(owner, "format", format)
     check_writer_options(owner, "options", options)
     check_column_names(owner, "partition_by", partition_by)
 
@@ -70,16 +72,22 @@ class FileSink(Sink):
     :param format: a Spark data source name (``parquet``, ``json``, ``csv``, ``orc``...).
     :param options: Spark writer options.
     :param partition_by: columns to partition the folder by.
+
+    In the ingest operator ``path`` and ``format`` are templated, e.g.
+    ``FileSink("s3a://lake/events/{{ data_interval_start | ds }}")``: the folder of the run's
+    output, replaced as a whole by each run (a retry or a cleared run replaces that run's
+    output).
     """
 
     stages_write = True
+    template_fields: Sequence[str] = ("path", "format")
 
     def __init__(self, path: str, *, format: str = "parquet",
                  options: Mapping[str, Any] | None = None,
                  partition_by: Sequence[str] = ()) -> None:
-        check_file_sink_arguments(path, format, options, partition_by)
-        self.path = path.strip()
-        self.format = format.strip()
+        check_file_sink_arguments(path, format, options, partition_by, rendered=False)
+        self.path = path.strip() if isinstance(path, str) else path
+        self.format = format.strip() if isinstance(format, str) else format
         self.options = dict(options or {})
         self.partition_by = [c.strip() for c in partition_by]
         self._run: Callable[..., Any] | None = None  # runs a step where the files are
@@ -89,6 +97,20 @@ class FileSink(Sink):
         self._writes_to = ""  # the staging folder as Spark's writer is given it
         self._codec = "snappy"  # the session's Parquet codec, unless options set one
         self._connect = False  # prepared on a Spark Connect session
+
+    def __repr__(self) -> str:
+        return (f"FileSink({self.path!r}, format={self.format!r}"
+                + (f", options={self.options!r}" if self.options else "")
+                + (f", partition_by={self.partition_by!r}" if self.partition_by else "") + ")")
+
+    def for_run(self, run: RunInfo) -> FileSink:
+        """A new sink of the rendered arguments (nothing of ``run`` is needed)."""
+        return FileSink(self.path, format=self.format, options=self.options,
+                        partition_by=self.partition_by)
+
+    def dataset(self, location: str | None = None) -> Dataset:
+        """The output folder's dataset (``file``, ``s3://bucket``...)."""
+        return dataset_of_path(self.path)
 
     def describe(self) -> dict[str, Any]:
         """``{"path", "format", "manifest"}``."""

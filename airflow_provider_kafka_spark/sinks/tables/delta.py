@@ -68,6 +68,9 @@ class DeltaSink(TableSink):
     def _table_meaning(cls) -> str:
         return "the table's path or name, e.g. '/data/delta/orders' or 'db.orders'"
 
+    def _default_location(self) -> str:
+        return self.table if is_path(self.table) else super()._default_location()
+
     @property
     def identifier(self) -> str:
         """How Spark SQL names the table: ``delta.`<path>``` or the name."""

@@ -18,9 +18,10 @@ import logging
 import random
 import time
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Self
 
+from airflow_provider_kafka_spark.arguments import checkable
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     KafkaSparkError,
@@ -28,9 +29,10 @@ from airflow_provider_kafka_spark.errors import (
     error_line,
     kafka_errors,
 )
+from airflow_provider_kafka_spark.naming import Dataset, dataset_of_path
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import bad_argument, check_bool, check_positive_int, check_text
-from airflow_provider_kafka_spark.sinks.base import Sink
+from airflow_provider_kafka_spark.sinks.base import RunInfo, Sink
 from airflow_provider_kafka_spark.sinks.tables.commits import (
     WRITE_COLUMN,
     ApplicationState,
@@ -56,17 +58,19 @@ class TableSink(Sink):
     :class:`~airflow_provider_kafka_spark.sinks.tables.DeltaSink`).
 
     :param table: the table's name in the session (``catalog.namespace.table``), or a Delta
-        table's path.
+        table's path; templated in the ingest operator.
     :param application: who writes: the name commits record and the ``table`` start spec looks
         for (the ingest operator's default: ``<dag_id>.<task_id>``).
     :param run: which run writes (the operator: the dag run id, and ``#<map index>`` for a
         mapped task). A try of a run whose write is already in the table writes nothing.
+        Required, like ``application``, unless the ingest operator fills it in.
     :param generation: which processing of the run this is (a whole number >= 0, or a token
         without spaces): change it to reprocess the run on purpose, and its rows are replaced in
         one commit. The operator passes the dag run's clear number and start
         (:func:`~airflow_provider_kafka_spark.operators.ingest.run_generation`), so a cleared
         run, a run Airflow created again under the same run id, or a backfill with
-        ``--reprocess-behavior completed`` replaces its rows; a retry does not.
+        ``--reprocess-behavior completed`` replaces its rows; a retry does not. None: 0, or in
+        the operator the run's. A ``run`` or ``generation`` given to the operator's sink wins.
     :param schema_evolution: add the output's columns that the table lacks (else such a column
         is a ConfigurationError before the read).
     :param commit_properties: more string properties each commit records (e.g. the Airflow
@@ -79,17 +83,20 @@ class TableSink(Sink):
     """``iceberg`` or ``delta``."""
 
     writes_in_commit = True
+    template_fields: Sequence[str] = ("table",)
 
-    def __init__(self, table: str, *, application: str, run: str, generation: int | str = 0,
-                 schema_evolution: bool = False,
+    def __init__(self, table: str, *, application: str | None = None, run: str | None = None,
+                 generation: int | str | None = None, schema_evolution: bool = False,
                  commit_properties: Mapping[str, str] | None = None,
                  max_commit_attempts: int = 5) -> None:
         owner = type(self).__name__
-        check_text(owner, "table", table, meaning=self._table_meaning())
-        check_text(owner, "application", application,
+        if checkable(table, rendered=False):
+            check_text(owner, "table", table, meaning=self._table_meaning())
+        check_text(owner, "application", application, allow_none=True,
                    meaning="the name this application's commits record, e.g. 'orders.ingest'")
-        check_text(owner, "run", run, meaning="the run's id, e.g. the dag run id")
-        if not ((type(generation) is int and generation >= 0)
+        check_text(owner, "run", run, allow_none=True,
+                   meaning="the run's id, e.g. the dag run id")
+        if not (generation is None or (type(generation) is int and generation >= 0)
                 or (isinstance(generation, str) and generation
                     and not any(c.isspace() for c in generation))):
             raise bad_argument(owner, "generation", generation,
@@ -105,8 +112,8 @@ class TableSink(Sink):
         check_positive_int(owner, "max_commit_attempts", max_commit_attempts,
                            meaning="how often a conflicting commit is tried", example=5)
         self.table = table.strip()
-        self.application = application.strip()
-        self.run = run.strip()
+        self.application = application.strip() if application else None
+        self.run = run.strip() if run else None
         self.generation = generation
         self.schema_evolution = schema_evolution
         self.commit_properties = dict(commit_properties or {})
@@ -120,6 +127,41 @@ class TableSink(Sink):
     @classmethod
     def _table_meaning(cls) -> str:
         return "the table's name, e.g. 'lake.db.orders'"
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self.table!r}, application={self.application!r}, "
+                f"schema_evolution={self.schema_evolution!r})")
+
+    def for_run(self, run: RunInfo) -> Self:
+        """The sink of ``run``: the application (default ``<dag_id>.<task_id>``), the run,
+        its generation, and the Airflow ids as commit properties."""
+        check_text(type(self).__name__, "table", self.table, meaning=self._table_meaning())
+        return type(self)(self.table, application=self.application or run.application,
+                          run=self.run or run.run,
+                          generation=run.generation if self.generation is None
+                          else self.generation,
+                          schema_evolution=self.schema_evolution,
+                          commit_properties={**run.properties, **self.commit_properties},
+                          max_commit_attempts=self.max_commit_attempts)
+
+    def dataset(self, location: str | None = None) -> Dataset:
+        """Where the table's files are (``location``, as the write found it), else a Delta
+        table's path, else ``<format>:<table name>``, as a dataset."""
+        return dataset_of_path(location or self.location or self._default_location())
+
+    def _default_location(self) -> str:
+        return f"{self.format_name}:{self.table}"
+
+    def accepts_dead_letters(self, wanted: bool) -> None:
+        """A table has no dead-letter output.
+
+        Raises:
+            ConfigurationError: ``wanted``.
+        """
+        if wanted:
+            raise bad_argument(type(self).__name__, "on_corrupt", "dead_letter",
+                               "a table sink has no dead-letter output; pass 'fail' or 'skip'",
+                               problem="does not apply to a table")
 
     def describe(self) -> dict[str, Any]:
         """``{"table", "format", "location", "application", "run", "write_id": None,
@@ -141,6 +183,11 @@ class TableSink(Sink):
             ConfigurationError: an unknown catalog or table, a table of another format, a
                 column the table lacks (without ``schema_evolution``) or of another type.
         """
+        if self.application is None or self.run is None:
+            raise ConfigurationError(
+                f"{type(self).__name__}({self.table!r}): pass application= and run= (who "
+                "writes, and which run: the ingest operator fills them in). Nothing was read "
+                "or written.")
         self._spark = spark
         self.check_runtime(spark)
         schema = self.table_schema(spark)
@@ -181,8 +228,9 @@ class TableSink(Sink):
         """
         if self._spark is None or self._df is None:
             raise TableError(f"{type(self).__name__}: commit() before prepare() and write().")
+        assert self.application is not None and self.run is not None  # checked in prepare()
         ranges = OffsetRanges.from_json(manifest["ranges"])
-        wid = write_id(self.application, self.run, self.generation, ranges)
+        wid = write_id(self.application, self.run, self.generation or 0, ranges)
         extra = {k: str(v) for k, v in self.commit_properties.items()}
         for attempt in range(1, self.max_commit_attempts + 1):
             with kafka_errors():

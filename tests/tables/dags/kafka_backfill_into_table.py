@@ -22,6 +22,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaResolveOffsetsOperator,
     KafkaSparkIngestOperator,
 )
+from airflow_provider_kafka_spark.sinks import IcebergSink
 
 DAG_ID = "kafka_backfill_into_table"
 SPARK_CONF: dict[str, str] = json.loads(os.environ.get("KAFKA_SPARK_TEST_SPARK_CONF", "{}"))
@@ -64,9 +65,7 @@ with DAG(
         ranges=resolve_offsets.output,
         sql="SELECT topic, `partition`, `offset`, `timestamp`, CAST(key AS STRING) AS key, "
             "CAST(value AS STRING) AS value FROM kafka",
-        output_table="{{ params.table }}",
-        table_format="iceberg",
-        table_application=APPLICATION,
+        sink=IcebergSink("{{ params.table }}", application=APPLICATION),
         spark_conf=SPARK_CONF,
     )
     resolve_offsets >> ingest
