@@ -49,6 +49,8 @@ SPARK_CONF: dict[str, Any] = {
     "spark.sql.catalog.lake.warehouse": WAREHOUSE,
 }
 APPLICATION = "kafka_hourly_to_iceberg.ingest"
+# The table the ingest writes and the resolve task's "table" start reads: one value for both.
+events = IcebergSink("{{ params.table }}", application=APPLICATION)
 
 with DAG(
     dag_id="kafka_hourly_to_iceberg",
@@ -91,9 +93,7 @@ with DAG(
         topics="{{ params.topics }}",
         start="table:earliest",
         stop="timestamp:{{ data_interval_end.isoformat() }}",
-        table="{{ params.table }}",
-        table_format="iceberg",
-        table_application=APPLICATION,
+        table=events,
         spark_conf=SPARK_CONF,
     )
     ingest = KafkaSparkIngestOperator(
@@ -101,7 +101,7 @@ with DAG(
         ranges=resolve_offsets.output,
         sql="SELECT topic, `partition`, `offset`, `timestamp`, CAST(key AS STRING) AS key, "
             "CAST(value AS STRING) AS value FROM kafka",
-        sink=IcebergSink("{{ params.table }}", application=APPLICATION),
+        sink=events,
         spark_conf=SPARK_CONF,
     )
     create_table() >> wait_for_interval >> resolve_offsets >> ingest

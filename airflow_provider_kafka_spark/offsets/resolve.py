@@ -128,7 +128,7 @@ def resolve_offsets(
       time of the commit.
     * ``committed``: the group's committed offset, else the reset strategy (no reset: error).
     * ``table`` (starting only): the offset the table recorded as the application's stop
-      (``table_offsets``, from :func:`airflow_provider_kafka_spark.sinks.tables.table_offsets`),
+      (``table_offsets``, from the table sink's ``recorded_offsets(spark)``),
       else the reset strategy (no reset: error).
     * explicit offsets: as given; a listed offset beyond ``latest`` is an error.
 
@@ -392,9 +392,10 @@ def _check_table_offsets(start: offset_specs.OffsetSpec, table_offsets: object) 
     if table_offsets is None:
         raise OffsetSpecError(
             f"the starting spec {start} needs table_offsets: the stops the table recorded, read "
-            "with airflow_provider_kafka_spark.sinks.tables.table_offsets(spark, table, ...)."
+            "with the table sink's recorded_offsets(spark), e.g. IcebergSink(table, "
+            "application=...).recorded_offsets(spark)."
         )
-    return _offsets_mapping("table_offsets", table_offsets, " as table_offsets() returns it")
+    return _offsets_mapping("table_offsets", table_offsets, " as recorded_offsets() returns it")
 
 
 def _offsets_mapping(name: str, value: object, source: str) -> dict[Key, int]:

@@ -270,7 +270,7 @@ class FromTable(_Spec):
     """A starting spec: the stops that an application's commits recorded in the Iceberg or
     Delta table it writes (:mod:`airflow_provider_kafka_spark.sinks.tables`), so a run starts
     where the table's data ends and no consumer group is needed. The recorded offsets are read
-    by :func:`~airflow_provider_kafka_spark.sinks.tables.table_offsets` and handed to
+    by the table sink's ``recorded_offsets(spark)`` and handed to
     ``resolve_offsets(..., table_offsets=...)`` (the context's ``table_offsets``).
 
     ``reset`` is used for partitions the application never wrote; ``None`` makes such

@@ -8,6 +8,7 @@ first use (never in ``__init__``, which runs at DAG parse time).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,6 +36,17 @@ class KafkaSparkBaseOperator(KafkaConnectionMixin, BaseOperator):
     def __init__(self, *, kafka_conn_id: str = KafkaHook.default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.kafka_conn_id = check_conn_id(self.task_id, "kafka_conn_id", kafka_conn_id)
+
+    def render_template_fields(self, context: Any, jinja_env: Any = None) -> None:
+        """Render the template fields; a value with template fields of its own (a sink) is
+        copied first. Airflow renders such a value in place, and each try's task is a shallow
+        copy of the DAG's: without the copy the first try's rendering would stay in the DAG's
+        value, and the next run in the same process (``dag.test()``, a backfill) would use it."""
+        for name in self.template_fields:
+            value = getattr(self, name, None)
+            if getattr(value, "template_fields", None):
+                setattr(self, name, copy.copy(value))
+        super().render_template_fields(context, jinja_env)
 
 
 def bool_param(owner: str, context: Mapping[str, Any], name: str) -> bool:

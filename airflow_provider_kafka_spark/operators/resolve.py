@@ -20,7 +20,6 @@ from airflow_provider_kafka_spark.naming import kafka_authority
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     OffsetRanges,
-    OffsetSpec,
     OffsetSpecError,
     Timestamp,
 )
@@ -56,6 +55,7 @@ from airflow_provider_kafka_spark.options import (
     check_text,
     check_topic_name,
 )
+from airflow_provider_kafka_spark.sinks import TableSink
 
 
 class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSparkBaseOperator):
@@ -120,11 +120,11 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
     :param pins_topic: the compacted topic holding pinned run ranges.
     :param timeout: seconds (a positive number) to wait for the cluster's answers.
     :param table: with the start spec ``table`` (``table:earliest``, ``table:latest``): the
-        Iceberg or Delta table whose commits record where the application stopped (read with
-        Spark: ``spark_conn_id``/``spark_conf`` as for the ingest task); templated.
-    :param table_format: ``iceberg`` or ``delta``, with ``table``.
-    :param table_application: the application whose commits to read: the ingest task's
-        ``table_application`` (its default is ``<dag_id>.<ingest task_id>``); with ``table``.
+        ingest's table sink, ``IcebergSink(...)`` or ``DeltaSink(...)`` with its
+        ``application`` (the ingest's default is ``<dag_id>.<ingest task_id>``: pass it),
+        whose commits record where the application stopped (read with Spark:
+        ``spark_conn_id``/``spark_conf`` as for the ingest task). The same value can be the
+        ingest task's ``sink``; its table name is templated.
     :param spark_conn_id: the Spark connection for reading ``table`` (None: a local session).
     :param spark_conf: extra Spark conf for that session (e.g. the Iceberg catalog).
 
@@ -153,17 +153,13 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         re_resolve: bool = False,
         pins_topic: str = PINS_TOPIC,
         timeout: float = 30.0,
-        table: str | None = None,
-        table_format: str | None = None,
-        table_application: str | None = None,
+        table: TableSink | None = None,
         spark_conn_id: str | None = None,
         spark_conf: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table = table
-        self.table_format = table_format
-        self.table_application = table_application
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
         self._set_subscription(topics, topic_pattern, partitions)
@@ -208,53 +204,39 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                    meaning="a consumer group id")
 
     def _check_table(self, rendered: bool) -> None:
-        """The table arguments: all three or none, and (once known) with a ``table`` start."""
+        """The table sink: given exactly when the start spec is ``table`` (once known)."""
         task = self.task_id
-        given = {"table": self.table, "table_format": self.table_format,
-                 "table_application": self.table_application}
-        if all(v is None for v in given.values()):
+        if self.table is None:
             if rendered or checkable(self.start, rendered=rendered):
                 start = parse_spec(task, "start", self.start) if self.start is not None else None
                 if start is not None and start.reads() == "table":
                     raise bad_argument(task, "table", None,
                                        f"the start spec {start} reads the table the ingest "
-                                       "writes: pass table=, table_format= and "
-                                       "table_application=", problem="is missing")
+                                       "writes: pass table=IcebergSink(...) or DeltaSink(...) "
+                                       "with its application", problem="is missing")
             return
-        for name, value in given.items():
-            if value is None:
-                raise bad_argument(task, name, None, "table=, table_format= and "
-                                   "table_application= go together (the start spec 'table' "
-                                   "reads them)", problem="is missing")
-        if checkable(self.table, rendered=rendered):
-            check_text(task, "table", self.table, meaning="the table the ingest task writes")
-        check_choice(task, "table_format", self.table_format, ("iceberg", "delta"))
-        check_text(task, "table_application", self.table_application,
-                   meaning="the ingest task's table_application, e.g. '<dag_id>.<task_id>'")
+        if not isinstance(self.table, TableSink) or self.table.application is None:
+            raise bad_argument(task, "table", self.table,
+                               "pass the ingest's table sink with its application, e.g. "
+                               "IcebergSink('lake.db.orders', application='<dag_id>.ingest')")
         check_text(task, "spark_conn_id", self.spark_conn_id, allow_none=True,
                    meaning="an Airflow connection id")
         check_mapping(task, "spark_conf", self.spark_conf, meaning="Spark conf")
 
-    def table_offsets(self, start: OffsetSpec) -> dict[tuple[str, int], int] | None:
-        """The stops the table records for ``table_application`` (a Spark session reads
-        them), when the start spec is ``table``; else None."""
-        if start.reads() != "table":
-            return None
-        if self.table is None:
-            raise bad_argument(self.task_id, "table", None,
-                               f"the start spec {start} reads the table the ingest writes: "
-                               "pass table=, table_format= and table_application=",
-                               problem="is missing")
+    def table_offsets(self) -> dict[tuple[str, int], int]:
+        """The stops the table sink records for its application (a Spark session reads
+        them)."""
+        assert self.table is not None  # _check_table: given with a ``table`` start
         from airflow_provider_kafka_spark.hooks.spark import SparkHook
-        from airflow_provider_kafka_spark.sinks.tables import table_offsets
 
         spark = SparkHook(self.spark_conn_id, spark_conf=self.spark_conf,
                           app_name=f"airflow-{self.dag_id}-{self.task_id}").get_conn()
-        found = table_offsets(spark, str(self.table).strip(),
-                              table_format=str(self.table_format),
-                              application=str(self.table_application))
+        try:
+            found = self.table.recorded_offsets(spark)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{self.task_id}: {exc}") from None
         self.log.info("The table %s records the stops of %s for %d partition(s): %s",
-                      self.table, self.table_application, len(found),
+                      self.table.table, self.table.application, len(found),
                       ", ".join(f"{t}/{p}: {o}" for (t, p), o in sorted(found.items())[:50]))
         return found
 
@@ -294,7 +276,8 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                              on_open_transaction=self.on_open_transaction,  # type: ignore[arg-type]
                              timeout=self.timeout, pins_topic=self.pins_topic)
         resolution = resolve_run(kafka_config, run, request, since=since, re_resolve=re_resolve,
-                                 table_offsets=lambda: self.table_offsets(start))
+                                 table_offsets=self.table_offsets
+                                 if start.reads() == "table" else None)
         ranges = resolution.ranges
         if resolution.pinned:
             self.log.info(

@@ -18,7 +18,7 @@ from airflow_provider_kafka_spark.offsets import (
     Subscription,
     resolve_offsets,
 )
-from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN, table_offsets
+from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN
 from tests.tables.cases import (
     SQL,
     UPPER_SQL,
@@ -157,8 +157,8 @@ def test_two_runs_committing_at_once_both_land(
         data, hours["hour-4"])
     assert sorted(r.run for r in table.records(table_spark)) == ["hour-3", "hour-4"]
     # Whichever committed last, the application's stops cover both runs.
-    assert table_offsets(table_spark, table.name, table_format=table.format,
-                         application="app") == {(name, 0): 20, (name, 1): 20, (name, 2): 20}
+    assert table.sink("-", application="app").recorded_offsets(table_spark) == {
+        (name, 0): 20, (name, 1): 20, (name, 2): 20}
 
 
 @pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
@@ -199,8 +199,7 @@ def test_the_table_start_spec_reads_every_record_once_over_five_runs(
                  for i in range(3 + run) for p in range(2)]
         produce(kafka_config, name, batch)
         produced += batch
-        recorded = table_offsets(table_spark, table.name, table_format=table.format,
-                                 application="hourly")
+        recorded = table.sink("-", application="hourly").recorded_offsets(table_spark)
         ranges = resolve_offsets(kafka_config, subscription, "table:earliest", "latest",
                                  table_offsets=recorded)
         assert ranges.group_id is None  # no consumer group anywhere
@@ -212,8 +211,8 @@ def test_the_table_start_spec_reads_every_record_once_over_five_runs(
     everything = ranges_of(name, {0: (0, 25), 1: (0, 25)})
     assert table.rows(table_spark) == expected(produced, everything)
     assert sum(table.rows(table_spark).values()) == len(produced) == 50
-    assert table_offsets(table_spark, table.name, table_format=table.format,
-                         application="hourly") == {(name, 0): 25, (name, 1): 25}
+    assert table.sink("-", application="hourly").recorded_offsets(table_spark) == {
+        (name, 0): 25, (name, 1): 25}
 
 
 def test_an_iceberg_table_partitioned_by_hour_keeps_its_partitioning(

@@ -29,9 +29,9 @@ SEVERAL_ON_PURPOSE: dict[str, str] = {
                  "empty DataFrame",
     "on_corrupt": "Decoding checks the value; a table sink refuses 'dead_letter' (it has no "
                   "dead-letter output)",
+    "table": "the resolve operator's table argument is a table sink value; the sink checks its "
+             "table name",
     # Not yet moved to one place (issue 37).
-    "table": "the resolve operator's table argument, before it takes a table sink value",
-    "table_format": "the resolve operator's table argument, before it takes a table sink value",
     "poll_timeout": "read_kafka's and the data source's option, before read_kafka passes a "
                     "checked value",
 }

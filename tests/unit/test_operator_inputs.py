@@ -457,3 +457,26 @@ def test_a_bad_literal_is_an_import_error_of_the_dag_file(tmp_path: Path, task: 
     assert "DAGS []\n" in out, out
     errors = out.split("ERRORS", 1)[1]
     assert "ConfigurationError" in errors and message in errors, out
+
+
+@pytest.mark.parametrize(("sink", "field"), [
+    (FileSink("/out/{{ params.hour }}"), "path"),
+    (KafkaSink("out-{{ params.hour }}"), "topic"),
+    (IcebergSink("lake.db.t{{ params.hour }}", application="a"), "table"),
+])
+def test_each_try_renders_the_sink_from_the_dags_own_value(sink: Any, field: str) -> None:
+    # What Airflow does for each try (task_runner: prepare_for_execution(), a shallow copy,
+    # then render_template_fields): a sink's fields are rendered in place, so without care the
+    # first try's rendering would stay in the DAG's value, and a second run in the same
+    # process (dag.test(), a backfill in the DAG processor's process) would write where the
+    # first one did.
+    ingest = KafkaSparkIngestOperator(task_id="i", ranges="{{ params.r }}", sink=sink)
+    resolve = KafkaResolveOffsetsOperator(task_id="r", topics="t", start="table:earliest",
+                                          table=sink) if field == "table" else None
+    for hour in ("01", "02"):
+        for task in (ingest, resolve) if resolve else (ingest,):
+            running = task.prepare_for_execution()
+            running.render_template_fields({"params": {"hour": hour, "r": "{}"}})
+            rendered = running.sink if task is ingest else running.table
+            assert getattr(rendered, field).endswith(f"{hour}")
+    assert getattr(sink, field).endswith("{{ params.hour }}")

@@ -3,8 +3,8 @@ recorded in the table's own commit metadata.
 
 * :class:`IcebergSink`: a table of an Iceberg catalog (``lake.db.orders``);
 * :class:`DeltaSink`: a Delta table by path or by name;
-* :func:`table_offsets`: the stops an application recorded in its table, for the ``table``
-  start spec (``resolve_offsets(..., starting="table:earliest", table_offsets=...)``).
+* :meth:`TableSink.recorded_offsets`: the stops an application recorded in its table, for the
+  ``table`` start spec (``resolve_offsets(..., starting="table:earliest", table_offsets=...)``).
 
 How a run lands once, whatever retries, clears, backfills or concurrent runs do: the module
 docs of :mod:`~airflow_provider_kafka_spark.sinks.tables.sink` and
@@ -13,19 +13,14 @@ docs of :mod:`~airflow_provider_kafka_spark.sinks.tables.sink` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from airflow_provider_kafka_spark.options import check_choice
 from airflow_provider_kafka_spark.sinks.tables.commits import WRITE_COLUMN, CommitRecord
 from airflow_provider_kafka_spark.sinks.tables.delta import DeltaSink
 from airflow_provider_kafka_spark.sinks.tables.iceberg import IcebergSink
 from airflow_provider_kafka_spark.sinks.tables.sink import TableSink
 
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
-
 __all__ = ["TABLE_FORMATS", "WRITE_COLUMN", "CommitRecord", "DeltaSink", "IcebergSink",
-           "TableSink", "table_offsets", "table_sink"]
+           "TableSink", "table_sink"]
 
 TABLE_FORMATS: dict[str, type[TableSink]] = {"iceberg": IcebergSink, "delta": DeltaSink}
 """The table sinks by ``table_format``."""
@@ -36,20 +31,3 @@ def table_sink(table_format: str, table: str, **arguments: object) -> TableSink:
     :class:`TableSink` takes them."""
     check_choice("table_sink", "table_format", table_format, tuple(TABLE_FORMATS))
     return TABLE_FORMATS[table_format](table, **arguments)  # type: ignore[arg-type]
-
-
-def table_offsets(spark: SparkSession, table: str, *, table_format: str,
-                  application: str) -> dict[tuple[str, int], int]:
-    """The stops ``application`` recorded in ``table``: ``{(topic, partition): offset}`` for
-    ``resolve_offsets(..., starting="table", table_offsets=...)`` (partitions it never wrote are
-    absent). Reads the commits since the application's newest one, not the table's history.
-
-    Raises:
-        TableRuntimeError, ConfigurationError: the format's runtime, the catalog or the table
-            is missing, or the table is of the other format.
-    """
-    sink = table_sink(table_format, table, application=application, run="-")
-    sink.check_runtime(spark)
-    sink.table_schema(spark)
-    sink.refresh(spark)
-    return sink.application_state(spark).offsets

@@ -144,6 +144,25 @@ class TableSink(Sink):
                           commit_properties={**run.properties, **self.commit_properties},
                           max_commit_attempts=self.max_commit_attempts)
 
+    def recorded_offsets(self, spark: SparkSession) -> dict[tuple[str, int], int]:
+        """The stops this sink's application recorded in the table: ``{(topic, partition):
+        offset}`` for the ``table`` start spec (``resolve_offsets(..., starting="table",
+        table_offsets=...)``; partitions it never wrote are absent). Reads the commits since
+        the application's newest one, not the table's history.
+
+        Raises:
+            TableRuntimeError, ConfigurationError: no application, or the format's runtime,
+                the catalog or the table is missing, or the table is of the other format.
+        """
+        owner = type(self).__name__
+        check_text(owner, "table", self.table, meaning=self._table_meaning())
+        check_text(owner, "application", self.application,
+                   meaning="the application whose commits to read, e.g. 'orders.ingest'")
+        self.check_runtime(spark)
+        self.table_schema(spark)
+        self.refresh(spark)
+        return self.application_state(spark).offsets
+
     def dataset(self, location: str | None = None) -> Dataset:
         """Where the table's files are (``location``, as the write found it), else a Delta
         table's path, else ``<format>:<table name>``, as a dataset."""
