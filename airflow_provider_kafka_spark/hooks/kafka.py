@@ -32,8 +32,7 @@ from airflow_provider_kafka_spark.errors import (
 )
 from airflow_provider_kafka_spark.offsets.cluster import admin_client, cluster_failure
 from airflow_provider_kafka_spark.offsets.config import (
-    client_config,
-    cluster_name,
+    KafkaConfig,
     is_secret_key,
 )
 
@@ -65,8 +64,9 @@ class KafkaHook(BaseHook):
         super().__init__()
         self.kafka_conn_id = kafka_conn_id
 
-    def get_kafka_config(self) -> dict[str, Any]:
-        """The connection's librdkafka config (a fresh copy); its secrets are masked in logs.
+    def get_kafka_config(self) -> KafkaConfig:
+        """The connection's librdkafka config, checked once (a :class:`KafkaConfig`: what
+        every function of the package takes); its secrets are masked in logs.
 
         Raises:
             ConfigurationError: the connection is not defined, its extra is not a JSON object,
@@ -83,7 +83,7 @@ class KafkaHook(BaseHook):
             mask_secret(value)
         return self._checked(extra)
 
-    async def aget_kafka_config(self) -> dict[str, Any]:
+    async def aget_kafka_config(self) -> KafkaConfig:
         """:meth:`get_kafka_config` for async code (triggers): never blocks the event loop."""
         try:
             connection = await self.aget_connection(self.kafka_conn_id)
@@ -114,7 +114,7 @@ class KafkaHook(BaseHook):
                 metadata = admin.list_topics(timeout=_TEST_TIMEOUT)
             except KafkaException as exc:
                 raise cluster_failure(exc.args[0], "reading the cluster's metadata",
-                                      cluster_name(config), "Check the connection's extra.",
+                                      config.cluster, "Check the connection's extra.",
                                       OffsetResolutionError) from None
         except KafkaSparkError as exc:
             return False, f"Kafka connection {self.kafka_conn_id!r} failed: {exc}"
@@ -152,8 +152,8 @@ class KafkaHook(BaseHook):
         return ConfigurationError(
             f"Airflow connection {self.kafka_conn_id!r}: {problem} {_EXTRA_HELP}")
 
-    def _checked(self, extra: Mapping[str, Any]) -> dict[str, Any]:
-        return self._connection_error(lambda: client_config(extra))
+    def _checked(self, extra: Mapping[str, Any]) -> KafkaConfig:
+        return self._connection_error(lambda: KafkaConfig(extra))
 
     def _connection_error(self, build: Callable[[], T]) -> T:
         """``build()``, its ConfigurationError prefixed with the connection."""
@@ -177,13 +177,13 @@ class KafkaConnection:
 
     def __init__(self, kafka_conn_id: str = DEFAULT_KAFKA_CONN_ID) -> None:
         self.kafka_conn_id = check_conn_id("KafkaConnection", "kafka_conn_id", kafka_conn_id)
-        self._config: dict[str, Any] | None = None
+        self._config: KafkaConfig | None = None
 
-    def __call__(self) -> dict[str, Any]:
-        """The connection's config (:meth:`KafkaHook.get_kafka_config`), a copy."""
+    def __call__(self) -> KafkaConfig:
+        """The connection's config (:meth:`KafkaHook.get_kafka_config`)."""
         if self._config is None:
             self._config = KafkaHook(self.kafka_conn_id).get_kafka_config()
-        return dict(self._config)
+        return self._config
 
     def __repr__(self) -> str:
         return f"KafkaConnection({self.kafka_conn_id!r})"

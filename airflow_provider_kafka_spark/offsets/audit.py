@@ -34,7 +34,7 @@ from airflow_provider_kafka_spark.offsets.cluster import (
     partition_counts,
 )
 from airflow_provider_kafka_spark.offsets.commit import committed_offsets
-from airflow_provider_kafka_spark.offsets.config import check_timeout, cluster_name
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig, check_timeout
 from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, Pin, read_pins
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import check_topic_name, shown
@@ -232,7 +232,7 @@ class Audit:
         }
 
 
-def audit(kafka_config: Mapping[str, Any], dag_id: str, task_id: str, *, since: datetime,
+def audit(kafka_config: KafkaConfig | Mapping[str, Any], dag_id: str, task_id: str, *, since: datetime,
           group_id: str | None = None, pins_topic: str = PINS_TOPIC,
           timeout: float = 30.0) -> Audit:
     """Audit what the runs of ``dag_id``/``task_id`` read: the newest pin of every run (every
@@ -269,15 +269,16 @@ def audit(kafka_config: Mapping[str, Any], dag_id: str, task_id: str, *, since: 
                                  "consumer group the commit task commits to, or None.")
     check_topic_name(pins_topic, "audit: pins_topic")
     seconds = check_timeout(timeout)
+    kafka_config = KafkaConfig.of(kafka_config)
     admin = admin_client(kafka_config)
-    counts = partition_counts(admin, cluster_name(kafka_config), seconds)
+    counts = partition_counts(admin, kafka_config.cluster, seconds)
     if pins_topic not in counts:
         raise InternalTopicError(
             f"the pins topic {pins_topic!r} does not exist on the Kafka cluster at "
-            f"{cluster_name(kafka_config)}: no run pinned ranges there. Check the pins topic's "
+            f"{kafka_config.cluster}: no run pinned ranges there. Check the pins topic's "
             f"name (the default is {PINS_TOPIC!r}) and that this is the cluster the DAG reads."
         )
-    pins = read_pins(kafka_config, dag_id, task_id=task_id, since=since, topic=pins_topic,
+    pins = read_pins(kafka_config, admin, dag_id, task_id=task_id, since=since, topic=pins_topic,
                      timeout=seconds)
     runs = tuple(AuditedRun.from_pin(pin) for pin in pins if pin.pinned_at >= since)
     named = sorted({(r.topic, r.partition) for run in runs for r in run.ranges})
@@ -288,7 +289,7 @@ def audit(kafka_config: Mapping[str, Any], dag_id: str, task_id: str, *, since: 
                                        isolation_level="read_uncommitted", timeout=seconds))
     partitions = audit_ranges(runs, log_starts)
     if group_id is not None and existing:
-        committed = committed_offsets(kafka_config, group_id, existing, cluster_name(kafka_config),
+        committed = committed_offsets(kafka_config, group_id, existing, kafka_config.cluster,
                                       time.monotonic() + seconds)
         partitions = tuple(replace(p, committed=committed.get((p.topic, p.partition)))
                            for p in partitions)

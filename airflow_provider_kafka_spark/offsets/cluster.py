@@ -26,10 +26,9 @@ from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 from airflow_provider_kafka_spark.errors import KafkaSparkError, OffsetResolutionError
 from airflow_provider_kafka_spark.offsets.config import (
     AuthenticationWatch,
+    KafkaConfig,
     check_isolation_level,
     check_timeout,
-    client_config,
-    cluster_name,
     new_client,
 )
 from airflow_provider_kafka_spark.offsets.subscription import Subscription, check_subscription
@@ -94,29 +93,34 @@ REACHABLE = ("Check that bootstrap.servers is right and that the brokers are up 
 REACH_HELP = f"{REACHABLE}, or raise timeout=."
 
 
-def admin_client(kafka_config: Mapping[str, Any]) -> AdminClient:
-    """An ``AdminClient`` for the user's librdkafka config, watching for authentication
-    failures (see :func:`cluster_metadata`).
+def admin_client(kafka_config: KafkaConfig | Mapping[str, Any]) -> AdminClient:
+    """An ``AdminClient`` for the cluster of ``kafka_config`` (a dict is checked as
+    :class:`KafkaConfig` checks it), watching for authentication failures (see
+    :func:`cluster_metadata`). One operation builds one and passes it down.
 
     Raises:
-        ConfigurationError: a config that :func:`client_config` or librdkafka refuses.
+        ConfigurationError: a config that :class:`KafkaConfig` or librdkafka refuses.
     """
-    watch = AuthenticationWatch(client_config(kafka_config))
+    watch = AuthenticationWatch(KafkaConfig.of(kafka_config).client())
     admin = new_client(AdminClient, watch.config)
     admin.kafka_spark_watch = watch  # type: ignore[attr-defined]  # read by cluster_metadata
     return admin
 
 
-def cluster_admin(kafka_config: Mapping[str, Any] | AdminClient) -> tuple[AdminClient, str]:
+def cluster_admin(
+    kafka_config: KafkaConfig | Mapping[str, Any] | AdminClient,
+) -> tuple[AdminClient, str]:
     """The admin client to use (``kafka_config`` itself when it is one, else a new
-    :func:`admin_client`) and the cluster's name for messages."""
+    :func:`admin_client` of ``KafkaConfig.of(kafka_config)``) and the cluster's name for
+    messages: what a public function taking a config or an admin client calls once."""
     if isinstance(kafka_config, AdminClient):
         return kafka_config, "the cluster of the given AdminClient"
-    return admin_client(kafka_config), cluster_name(kafka_config)
+    config = KafkaConfig.of(kafka_config)
+    return admin_client(config), config.cluster
 
 
 def list_partitions(
-    kafka_config: Mapping[str, Any] | AdminClient,
+    kafka_config: KafkaConfig | Mapping[str, Any] | AdminClient,
     subscription: Subscription,
     *,
     timeout: float = 30.0,

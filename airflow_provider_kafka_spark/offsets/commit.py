@@ -24,12 +24,12 @@ from airflow_provider_kafka_spark.errors import (
 from airflow_provider_kafka_spark.offsets.cluster import (
     Key,
     OffsetLookup,
-    cluster_admin,
+    admin_client,
     cluster_failure,
     partition_counts,
     retry_transient,
 )
-from airflow_provider_kafka_spark.offsets.config import check_timeout, consumer_config, new_client
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig, check_timeout, new_client
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.offsets.specs import shown
 
@@ -62,7 +62,7 @@ class CommitResult:
 
 
 def commit_offsets(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     group_id: str,
     ranges: OffsetRanges | str | Mapping[str, Any],
     *,
@@ -104,7 +104,8 @@ def commit_offsets(
     if not wanted:
         return CommitResult(group_id)
     deadline = time.monotonic() + seconds
-    admin, cluster = cluster_admin(kafka_config)
+    kafka_config = KafkaConfig.of(kafka_config)
+    admin, cluster = admin_client(kafka_config), kafka_config.cluster
     try:
         _check_commit_partitions(admin, cluster, wanted, offset_ranges.isolation_level,
                                  deadline, group_id)
@@ -191,7 +192,7 @@ def _check_commit_partitions(admin: AdminClient, cluster: str, wanted: Mapping[K
         )
 
 
-def committed_offsets(kafka_config: Mapping[str, Any], group_id: str, partitions: list[Key],
+def committed_offsets(kafka_config: KafkaConfig, group_id: str, partitions: list[Key],
                       cluster: str, deadline: float) -> dict[Key, int]:
     """The committed offsets of ``group_id`` on ``partitions``; partitions without one are
     absent. Transient coordinator errors are retried until ``deadline``
@@ -226,10 +227,9 @@ class GroupOffsets:
         ConfigurationError: a config that librdkafka refuses.
     """
 
-    def __init__(self, kafka_config: Mapping[str, Any], group_id: str) -> None:
+    def __init__(self, kafka_config: KafkaConfig, group_id: str) -> None:
         self._answers: list[tuple[KafkaError | None, list[TopicPartition]]] = []
-        config = consumer_config(kafka_config, isolation_level="read_committed",
-                                 group_id=group_id)
+        config = kafka_config.consumer(isolation_level="read_committed", group_id=group_id)
         config["on_commit"] = lambda error, partitions: self._answers.append((error, partitions))
         self._consumer = new_client(Consumer, config)
 

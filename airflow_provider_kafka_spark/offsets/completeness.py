@@ -22,6 +22,7 @@ from airflow_provider_kafka_spark.offsets.cluster import (
     list_partitions,
     newest_timestamps,
 )
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.resolve import timestamp_stops
 from airflow_provider_kafka_spark.offsets.subscription import Subscription
 from airflow_provider_kafka_spark.options import check_positive_int, check_seconds
@@ -64,8 +65,8 @@ def check_idle_timeout(owner: str, value: Any) -> float | None:
                                  "counts as idle")
 
 
-def check_partitions(kafka_config: Mapping[str, Any], subscription: Subscription,
-                     min_partitions: int, *, timeout: float = 30.0) -> Check:
+def check_partitions(kafka_config: KafkaConfig | Mapping[str, Any],
+                     subscription: Subscription, min_partitions: int, *, timeout: float = 30.0) -> Check:
     """Done when the subscription has at least ``min_partitions`` partitions.
 
     Unknown topics and a pattern matching nothing count as "not yet" (topic creation is what
@@ -86,8 +87,8 @@ def check_partitions(kafka_config: Mapping[str, Any], subscription: Subscription
     return Check(True, {"partitions": [[t, p] for t, p in found]})
 
 
-def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subscription,
-                            end_ms: int, idle_timeout: float | None, *,
+def check_interval_complete(kafka_config: KafkaConfig | Mapping[str, Any],
+                            subscription: Subscription, end_ms: int, idle_timeout: float | None, *,
                             timeout: float = 30.0) -> Check:
     """Done when no record that a ``read_committed`` reader could see with a timestamp before
     ``end_ms`` can still appear below the stop that ``resolve_offsets`` would return for
@@ -108,7 +109,7 @@ def check_interval_complete(kafka_config: Mapping[str, Any], subscription: Subsc
             (a negative one would make every partition idle: complete at once).
     """
     check_idle_timeout("check_interval_complete", idle_timeout)
-    admin = admin_client(kafka_config)
+    admin = admin_client(KafkaConfig.of(kafka_config))
     try:
         partitions = list_partitions(admin, subscription, timeout=timeout)
         stops = timestamp_stops(admin, partitions, end_ms, timeout=timeout)

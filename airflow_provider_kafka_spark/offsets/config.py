@@ -1,7 +1,12 @@
-"""The one place that turns a user's librdkafka config into a client config: any client's
-(:func:`client_config`), a bounded consumer's (:func:`consumer_config`), ``write_kafka``'s
-producer's (:func:`producer_config`), the native client's strings (:func:`native_settings`);
-and builds clients from it (:func:`new_client`).
+"""The one place that turns a user's librdkafka config into a client config.
+
+:class:`KafkaConfig` is the config as a value: checked once when built (from an Airflow
+connection's extra, or a plain dict at the public API's edge), its secrets masked in its repr,
+and it gives each client its config: any client's or an admin's (:meth:`KafkaConfig.client`),
+a bounded consumer's (:meth:`KafkaConfig.consumer`), ``write_kafka``'s producer's
+(:meth:`KafkaConfig.producer`), the native client's strings (:meth:`KafkaConfig.native`).
+:func:`client_config`, :func:`consumer_config` and :func:`producer_config` do the same for a
+dict. :func:`new_client` builds clients.
 
 The user config is the same dict as the ``extra`` JSON of Airflow's ``kafka`` connection.
 Secrets in it never reach a log line or an exception message: errors name keys, never the
@@ -14,7 +19,8 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
@@ -24,6 +30,7 @@ from airflow_provider_kafka_spark.errors import (
     KafkaAuthenticationError,
     WriteConfigError,
 )
+from airflow_provider_kafka_spark.naming import kafka_authority
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.options import (
     ISOLATION_LEVELS,
@@ -142,8 +149,114 @@ def is_secret_key(key: str) -> bool:
     return any(part in key.lower() for part in _SECRET_KEY_PARTS)
 
 
-def client_config(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``kafka_config`` for any client; requires ``bootstrap.servers``.
+@dataclass(frozen=True, eq=False, repr=False, init=False)
+class KafkaConfig(Mapping[str, Any]):
+    """A cluster's librdkafka config as a value (the ``extra`` JSON of Airflow's ``kafka``
+    connection), checked once when built; read-only, compared as its settings.
+
+    Checked without contacting anything: the keys are non-empty, no value is None, values are
+    strings (UTF-8 text without NUL characters), numbers or booleans (Python objects only for
+    confluent-kafka's callback keys such as ``error_cb``), ``bootstrap.servers`` is set, and no
+    key is a Java client setting librdkafka lacks (the message says what to set instead).
+    Everything else librdkafka checks when a client is built (:func:`new_client`). The values
+    of secret keys (:func:`is_secret_key`) show as ``'***'`` in its repr and str.
+
+    Raises:
+        ConfigurationError: naming the key, never the value of a secret key.
+    """
+
+    _settings: dict[str, Any]
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        object.__setattr__(self, "_settings", _checked(settings))
+
+    @classmethod
+    def of(cls, config: KafkaConfig | Mapping[str, Any]) -> KafkaConfig:
+        """``config`` if it is a :class:`KafkaConfig`, else one built (and checked) from it:
+        what the public entry functions call once on their ``kafka_config`` argument."""
+        return config if isinstance(config, KafkaConfig) else cls(config)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._settings[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._settings)
+
+    def __len__(self) -> int:
+        return len(self._settings)
+
+    def __repr__(self) -> str:
+        shown_settings = {k: "***" if is_secret_key(k) else v for k, v in self._settings.items()}
+        return f"KafkaConfig({shown_settings!r})"
+
+    __str__ = __repr__
+
+    @property
+    def cluster(self) -> str:
+        """The cluster as error messages name it: ``bootstrap.servers='host:9092'``."""
+        return cluster_name(self._settings)
+
+    @property
+    def authority(self) -> str:
+        """``host:port`` of the first bootstrap server, as OpenLineage names the cluster."""
+        return kafka_authority(self._settings)
+
+    def client(self) -> dict[str, Any]:
+        """The settings, a copy: the config of an admin client (or any client)."""
+        return dict(self._settings)
+
+    def native(self) -> dict[str, str]:
+        """The settings as the native client's strings (:func:`native_settings`)."""
+        return native_settings(self._settings)
+
+    def consumer(self, *, isolation_level: str, group_id: str | None = None) -> dict[str, Any]:
+        """Config for a bounded, ``assign()``-only consumer that never commits by itself.
+
+        The keys of ``_CONSUMER_OVERRIDES`` and ``isolation.level`` (from ``isolation_level``)
+        win over the settings. A user value that differs is logged as a warning once per
+        key and value in a process (only these keys' values are ever logged).
+        """
+        user = self._settings
+        level = check_isolation_level(isolation_level)
+        for key, ours in _CONSUMER_OVERRIDES.items():
+            _warn_if_overridden(user, key, ours, "a bounded read uses {ours!r} (offsets move "
+                                "only through commit_offsets()); the setting is ignored. Remove "
+                                "it from the config (the Kafka connection's extra) to silence "
+                                "this warning.")
+        _warn_if_overridden(user, "isolation.level", level, "this consumer uses {ours!r}, its "
+                            "isolation_level argument; the setting is ignored. Choose the level "
+                            "with isolation_level= (of resolve_offsets / the resolve operator; "
+                            "the ranges carry it to the read) instead.")
+        config = {**_CONSUMER_DEFAULTS, **user, **_CONSUMER_OVERRIDES}
+        config["isolation.level"] = level
+        # librdkafka requires a group.id for a consumer, even one that only uses assign().
+        config["group.id"] = group_id or config.get("group.id") or "airflow-provider-kafka-spark"
+        return config
+
+    def producer(self, guarantee: DeliveryGuarantee, *, transactional_id: str | None = None,
+                 transaction_timeout_ms: int | None = None) -> dict[str, Any]:
+        """The librdkafka producer config of one ``write_kafka`` task for ``guarantee``; see
+        :func:`producer_config`."""
+        return _producer(self.client(), guarantee, transactional_id, transaction_timeout_ms)
+
+    @property
+    def message_max_bytes(self) -> int | None:
+        """The producer's ``message.max.bytes``; see :func:`message_max_bytes`."""
+        return message_max_bytes(self._settings)
+
+
+def client_config(kafka_config: KafkaConfig | Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``kafka_config`` for any client (:meth:`KafkaConfig.client`); a dict is
+    checked as :class:`KafkaConfig` checks it.
+
+    Raises:
+        ConfigurationError: naming the key, never the value of a secret key.
+    """
+    return KafkaConfig.of(kafka_config).client()
+
+
+def _checked(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of ``kafka_config``; requires ``bootstrap.servers``.
 
     Checked without contacting anything: the keys are non-empty, no value is None, values are
     strings (UTF-8 text without NUL characters), numbers or booleans (Python objects only for
@@ -274,29 +387,13 @@ def _masked(text: str, config: Mapping[str, Any]) -> str:
 
 
 def consumer_config(
-    kafka_config: Mapping[str, Any], *, isolation_level: str, group_id: str | None = None
+    kafka_config: KafkaConfig | Mapping[str, Any], *, isolation_level: str,
+    group_id: str | None = None
 ) -> dict[str, Any]:
-    """Config for a bounded, ``assign()``-only consumer that never commits by itself.
-
-    The keys of ``_CONSUMER_OVERRIDES`` and ``isolation.level`` (from ``isolation_level``)
-    win over ``kafka_config``. A user value that differs is logged as a warning once per
-    key and value in a process (only these keys' values are ever logged).
-    """
-    user = client_config(kafka_config)
-    level = check_isolation_level(isolation_level)
-    for key, ours in _CONSUMER_OVERRIDES.items():
-        _warn_if_overridden(user, key, ours, "a bounded read uses {ours!r} (offsets move only "
-                            "through commit_offsets()); the setting is ignored. Remove it from "
-                            "the config (the Kafka connection's extra) to silence this warning.")
-    _warn_if_overridden(user, "isolation.level", level, "this consumer uses {ours!r}, its "
-                        "isolation_level argument; the setting is ignored. Choose the level with "
-                        "isolation_level= (of resolve_offsets / the resolve operator; the ranges "
-                        "carry it to the read) instead.")
-    config = {**_CONSUMER_DEFAULTS, **user, **_CONSUMER_OVERRIDES}
-    config["isolation.level"] = level
-    # librdkafka requires a group.id for a consumer, even one that only uses assign().
-    config["group.id"] = group_id or config.get("group.id") or "airflow-provider-kafka-spark"
-    return config
+    """Config for a bounded, ``assign()``-only consumer that never commits by itself
+    (:meth:`KafkaConfig.consumer`); a dict is checked as :class:`KafkaConfig` checks it."""
+    return KafkaConfig.of(kafka_config).consumer(isolation_level=isolation_level,
+                                                 group_id=group_id)
 
 
 def _warn_if_overridden(user: Mapping[str, Any], key: str, ours: Any, consequence: str) -> None:
@@ -331,7 +428,7 @@ key and value lengths and header count take (``RD_KAFKAP_MESSAGE_V2_MAX_OVERHEAD
 
 
 def producer_config(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     guarantee: DeliveryGuarantee,
     *,
     transactional_id: str | None = None,
@@ -357,7 +454,12 @@ def producer_config(
         WriteConfigError: ``kafka_config`` sets a key the sink owns (``transactional.id``,
             ``enable.idempotence``, ``acks``, ``transaction.timeout.ms``).
     """
-    config = client_config(kafka_config)
+    return KafkaConfig.of(kafka_config).producer(
+        guarantee, transactional_id=transactional_id, transaction_timeout_ms=transaction_timeout_ms)
+
+
+def _producer(config: dict[str, Any], guarantee: DeliveryGuarantee, transactional_id: str | None,
+              transaction_timeout_ms: int | None) -> dict[str, Any]:
     owned = sorted(k for k in _PRODUCER_OWNED_KEYS if k in config)
     if owned:
         raise WriteConfigError(

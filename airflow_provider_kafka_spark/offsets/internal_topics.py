@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, Resourc
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, OffsetResolutionError
 from airflow_provider_kafka_spark.offsets.cluster import RESULT_MARGIN, list_offsets, retry_transient
-from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def end_offset(admin: AdminClient, topic: str, partition: int, *, committed: boo
                         "read_committed" if committed else "read_uncommitted", timeout)
 
 
-def durable_producer(kafka_config: Mapping[str, Any], **settings: Any) -> Producer:
+def durable_producer(kafka_config: KafkaConfig, **settings: Any) -> Producer:
     """An ``acks=all`` producer for records of internal topics (``settings`` added, e.g.
     ``message.timeout.ms``), one request in flight so a retry cannot reorder records.
 
@@ -166,7 +166,7 @@ def durable_producer(kafka_config: Mapping[str, Any], **settings: Any) -> Produc
     measured) and gives nothing to these records, each produced and flushed on its own, whose
     readers take a duplicate as the same fact twice (the newest pin, the first boundary or
     slot record, a lease renewal)."""
-    return Producer({**client_config(kafka_config), "enable.idempotence": False, "acks": "all",
+    return Producer({**kafka_config.client(), "enable.idempotence": False, "acks": "all",
                      "max.in.flight.requests.per.connection": 1, "linger.ms": 0, **settings})
 
 
@@ -197,7 +197,7 @@ def offset_for_time(admin: AdminClient, topic: str, partition: int, timestamp_ms
     return end_offset(admin, topic, partition, committed=False, timeout=timeout)
 
 
-def high_watermark(kafka_config: Mapping[str, Any], topic: str, partition: int, *,
+def high_watermark(kafka_config: KafkaConfig, topic: str, partition: int, *,
                    timeout: float = 30.0) -> int:
     """The high watermark of ``topic[partition]`` (open transactions' records included), asked
     by a short-lived ``read_uncommitted`` consumer: tens of milliseconds, where a new admin
@@ -206,7 +206,7 @@ def high_watermark(kafka_config: Mapping[str, Any], topic: str, partition: int, 
     Raises:
         InternalTopicError: no answer within ``timeout`` seconds.
     """
-    config = consumer_config(kafka_config, isolation_level="read_uncommitted")
+    config = kafka_config.consumer(isolation_level="read_uncommitted")
     consumer = Consumer(config)
     deadline = time.monotonic() + timeout
     try:
@@ -236,7 +236,7 @@ def _list_offset(admin: AdminClient, topic: str, partition: int,
 
 
 def read_partition(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     topic: str,
     partition: int,
     *,
@@ -263,16 +263,17 @@ def read_partition(
             ``timeout`` seconds (a transaction on the partition is still open), or the
             partition could not be read.
     """
+    kafka_config = KafkaConfig.of(kafka_config)
     if start_offset is None:
-        start_offset = log_start_offset(AdminClient(client_config(kafka_config)), topic,
+        start_offset = log_start_offset(AdminClient(kafka_config.client()), topic,
                                         partition, timeout=timeout)
     if until_offset is None:
         until_offset = high_watermark(kafka_config, topic, partition, timeout=timeout)
     records: list[InternalRecord] = []
     if until_offset <= start_offset:
         return PartitionRead((), start_offset)
-    config = consumer_config(
-        kafka_config, isolation_level="read_committed" if committed else "read_uncommitted")
+    config = kafka_config.consumer(
+        isolation_level="read_committed" if committed else "read_uncommitted")
     config.setdefault("fetch.wait.max.ms", 20)  # internal partitions are small: do not linger
     consumer = Consumer(config)
     deadline = time.monotonic() + timeout

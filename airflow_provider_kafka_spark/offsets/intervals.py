@@ -50,6 +50,7 @@ from typing import Any
 from airflow_provider_kafka_spark.errors import ConfigurationError, InternalTopicError
 from airflow_provider_kafka_spark.offsets.cluster import Key, admin_client
 from airflow_provider_kafka_spark.offsets.completeness import iso_millis
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     durable_producer,
     ensure_compacted_topic,
@@ -188,7 +189,7 @@ def _position_key(watcher: str) -> bytes:
     return json.dumps(["watcher", _POSITION_VERSION, watcher]).encode()
 
 
-def _watchers_partition(kafka_config: Mapping[str, Any], key: bytes, topic: str,
+def _watchers_partition(kafka_config: KafkaConfig, key: bytes, topic: str,
                         timeout: float) -> int:
     admin = admin_client(kafka_config)
     partitions = ensure_compacted_topic(admin, topic, partitions=1, timeout=timeout,
@@ -196,7 +197,7 @@ def _watchers_partition(kafka_config: Mapping[str, Any], key: bytes, topic: str,
     return partition_for(key.decode(), partitions)
 
 
-def read_position(kafka_config: Mapping[str, Any], watcher: str, *,
+def read_position(kafka_config: KafkaConfig | Mapping[str, Any], watcher: str, *,
                   topic: str = WATCHERS_TOPIC, timeout: float = 30.0) -> WatcherPosition | None:
     """The position last recorded for ``watcher``; ``None`` when it has none (its first
     start). Reads the watchers topic's partition of that name from its log start (see the
@@ -207,6 +208,7 @@ def read_position(kafka_config: Mapping[str, Any], watcher: str, *,
             read (another version of this package wrote it).
     """
     key = _position_key(watcher)
+    kafka_config = KafkaConfig.of(kafka_config)
     partition = _watchers_partition(kafka_config, key, topic, timeout)
     read = read_partition(kafka_config, topic, partition, keep=lambda k: k == key,
                           timeout=timeout)
@@ -225,7 +227,8 @@ def read_position(kafka_config: Mapping[str, Any], watcher: str, *,
             "record (a tombstone for its key) to start the watcher afresh.") from None
 
 
-def record_position(kafka_config: Mapping[str, Any], watcher: str, position: WatcherPosition,
+def record_position(kafka_config: KafkaConfig | Mapping[str, Any], watcher: str,
+                    position: WatcherPosition,
                     *, topic: str = WATCHERS_TOPIC, timeout: float = 30.0) -> None:
     """Record ``position`` for ``watcher`` (replacing the last one) durably: returns once every
     in-sync replica has it.
@@ -234,6 +237,7 @@ def record_position(kafka_config: Mapping[str, Any], watcher: str, position: Wat
         InternalTopicError: the topic could not be created or written.
     """
     key = _position_key(watcher)
+    kafka_config = KafkaConfig.of(kafka_config)
     partition = _watchers_partition(kafka_config, key, topic, timeout)
     value = {"next_start_ms": position.next_start_ms, "next_start": iso_millis(
         position.next_start_ms), "error": position.error}
@@ -244,7 +248,7 @@ def record_position(kafka_config: Mapping[str, Any], watcher: str, position: Wat
                                  f"in {topic!r}: {reason}.")
 
 
-def claim_intervals(kafka_config: Mapping[str, Any], run: RunKey, intervals: Iterable[Interval],
+def claim_intervals(kafka_config: KafkaConfig | Mapping[str, Any], run: RunKey, intervals: Iterable[Interval],
                     *, since: datetime | None = None, topic: str = PINS_TOPIC,
                     timeout: float = 30.0) -> dict[Interval, RunKey]:
     """Claim each of ``intervals`` for ``run``'s task (``dag_id``, ``task_id``, ``map_index``)
@@ -260,7 +264,7 @@ def claim_intervals(kafka_config: Mapping[str, Any], run: RunKey, intervals: Ite
         InternalTopicError: the pins topic could not be created, read or written, or a claim in
             it cannot be read.
     """
-    claims = _Claims(kafka_config, run, since, topic, timeout)
+    claims = _Claims(KafkaConfig.of(kafka_config), run, since, topic, timeout)
     wanted = sorted(set(intervals))
     holders = {interval: claims.find(interval) for interval in wanted}
     free = [interval for interval, holder in holders.items() if holder is None]
@@ -280,7 +284,7 @@ def claim_intervals(kafka_config: Mapping[str, Any], run: RunKey, intervals: Ite
 class _Claims:
     """The claim records of one run's task in the pins topic."""
 
-    def __init__(self, kafka_config: Mapping[str, Any], run: RunKey, since: datetime | None,
+    def __init__(self, kafka_config: KafkaConfig, run: RunKey, since: datetime | None,
                  topic: str, timeout: float) -> None:
         self.kafka_config, self.run, self.since = kafka_config, run, since
         self.topic, self.timeout = topic, timeout

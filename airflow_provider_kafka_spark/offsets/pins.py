@@ -44,6 +44,7 @@ from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, PinnedRequestChangedError
 from airflow_provider_kafka_spark.offsets.cluster import admin_client
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     InternalRecord,
     durable_producer,
@@ -89,7 +90,7 @@ class RunKey:
         return f"{self.dag_id}/{self.task_id}{mapped} run {self.run_id}"
 
 
-def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
+def pinned_ranges(kafka_config: KafkaConfig | Mapping[str, Any], run: RunKey,
                   request: Mapping[str, str | None], *, since: datetime | None = None,
                   topic: str = PINS_TOPIC, timeout: float = 30.0) -> OffsetRanges | None:
     """The ranges pinned for ``run``, or ``None`` when it has none (its first resolution).
@@ -105,8 +106,9 @@ def pinned_ranges(kafka_config: Mapping[str, Any], run: RunKey,
         InternalTopicError: the pins topic could not be created or read.
         PinnedRequestChangedError: the pin answers another request (names what changed).
     """
-    return lookup_pin(kafka_config, run, request, since=since, topic=topic,
-                      timeout=timeout).ranges
+    config = KafkaConfig.of(kafka_config)
+    return lookup_pin(config, run, request, since=since, topic=topic, timeout=timeout,
+                      admin=admin_client(config)).ranges
 
 
 @dataclass(frozen=True)
@@ -118,13 +120,12 @@ class PinLookup:
     scanned: int
 
 
-def lookup_pin(kafka_config: Mapping[str, Any], run: RunKey,
+def lookup_pin(kafka_config: KafkaConfig, run: RunKey,
                request: Mapping[str, str | None], *, since: datetime | None = None,
                topic: str = PINS_TOPIC, timeout: float = 30.0,
-               admin: AdminClient | None = None) -> PinLookup:
-    """:func:`pinned_ranges`, with the count of records read; ``admin``: the caller's admin
-    client (``None``: a new one)."""
-    admin = admin if admin is not None else admin_client(kafka_config)
+               admin: AdminClient) -> PinLookup:
+    """:func:`pinned_ranges`, with the count of records read; ``admin``: the operation's
+    admin client."""
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)
     key = run.encode()
@@ -161,8 +162,9 @@ class Pin:
     pinned_at: datetime
 
 
-def read_pins(kafka_config: Mapping[str, Any], dag_id: str, *, task_id: str | None = None,
-              since: datetime, topic: str = PINS_TOPIC, timeout: float = 30.0) -> list[Pin]:
+def read_pins(kafka_config: KafkaConfig, admin: AdminClient, dag_id: str, *,
+              task_id: str | None = None, since: datetime, topic: str = PINS_TOPIC,
+              timeout: float = 30.0) -> list[Pin]:
     """The pins of ``dag_id`` (of ``task_id`` only, when given) written since
     ``since - PIN_MARGIN``, the newest per run, ordered by ``pinned_at``.
 
@@ -173,7 +175,6 @@ def read_pins(kafka_config: Mapping[str, Any], dag_id: str, *, task_id: str | No
         InternalTopicError: the pins topic could not be read, or holds a pin of this DAG that
             another version of this package wrote.
     """
-    admin = admin_client(kafka_config)
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)
     newest: dict[RunKey, InternalRecord] = {}
@@ -230,7 +231,7 @@ def _decode_pin(run: RunKey, record: InternalRecord, topic: str) -> Pin:
                datetime.fromtimestamp(record.timestamp_ms / 1000, UTC))
 
 
-def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRanges,
+def pin_ranges(kafka_config: KafkaConfig | Mapping[str, Any], run: RunKey, ranges: OffsetRanges,
                request: Mapping[str, str | None], *, topic: str = PINS_TOPIC,
                timeout: float = 30.0, admin: AdminClient | None = None) -> None:
     """Store ``ranges``, the answer to ``request``, as the pinned ranges of ``run`` (replacing
@@ -240,6 +241,7 @@ def pin_ranges(kafka_config: Mapping[str, Any], run: RunKey, ranges: OffsetRange
     Raises:
         InternalTopicError: the pins topic could not be created or written.
     """
+    kafka_config = KafkaConfig.of(kafka_config)
     admin = admin if admin is not None else admin_client(kafka_config)
     partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
                                         timeout=timeout)

@@ -29,14 +29,15 @@ from airflow_provider_kafka_spark.errors import (
 from airflow_provider_kafka_spark.offsets.cluster import (
     Key,
     OffsetLookup,
+    admin_client,
     cluster_admin,
     partition_counts,
 )
 from airflow_provider_kafka_spark.offsets.commit import committed_offsets
 from airflow_provider_kafka_spark.offsets.config import (
+    KafkaConfig,
     check_isolation_level,
     check_timeout,
-    cluster_name,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
@@ -104,7 +105,7 @@ class OffsetRequest:
 
 
 def resolve_offsets(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     subscription: Subscription,
     starting: object,
     stopping: object,
@@ -169,7 +170,7 @@ def resolve_offsets(
 
 
 def resolve_request(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     request: OffsetRequest,
     *,
     table_offsets: Mapping[Key, int] | None = None,
@@ -202,10 +203,9 @@ def resolve_request(
     on_open_transaction, on_data_loss = request.on_open_transaction, request.on_data_loss
 
     deadline = time.monotonic() + seconds
-    if admin is None:
-        admin, cluster = cluster_admin(kafka_config)
-    else:
-        cluster = cluster_name(kafka_config)
+    kafka_config = KafkaConfig.of(kafka_config)
+    admin = admin if admin is not None else admin_client(kafka_config)
+    cluster = kafka_config.cluster
     partitions = request.subscription.select(partition_counts(admin, cluster, seconds))
     lookup = OffsetLookup(admin, cluster, partitions, level, deadline)
 
@@ -312,7 +312,7 @@ class TimestampStop:
 
 
 def timestamp_stops(
-    kafka_config: Mapping[str, Any] | AdminClient,
+    kafka_config: KafkaConfig | Mapping[str, Any] | AdminClient,
     partitions: Iterable[Key],
     millis: int,
     *,

@@ -56,6 +56,7 @@ from confluent_kafka.admin import AdminClient
 import airflow_provider_kafka_spark.offsets.specs as offset_specs
 from airflow_provider_kafka_spark.errors import InternalTopicError
 from airflow_provider_kafka_spark.offsets.cluster import Key, admin_client
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     InternalRecord,
     durable_producer,
@@ -121,7 +122,7 @@ class RunRequest(OffsetRequest):
 
 
 def resolve_run(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     run: RunKey,
     request: RunRequest,
     *,
@@ -145,6 +146,7 @@ def resolve_run(
         PinnedRequestChangedError: the run's pin answers another request;
         InternalTopicError: the pins topic could not be read or written.
     """
+    kafka_config = KafkaConfig.of(kafka_config)
     topic, timeout = request.pins_topic, request.timeout
     admin = admin_client(kafka_config)
     scanned = 0
@@ -187,11 +189,11 @@ def resolve_run(
 class _Boundaries:
     """The boundary records of one run's task in the pins topic."""
 
-    def __init__(self, kafka_config: Mapping[str, Any], run: RunKey, since: datetime | None,
-                 topic: str, timeout: float, *, admin: AdminClient | None = None) -> None:
+    def __init__(self, kafka_config: KafkaConfig, run: RunKey, since: datetime | None,
+                 topic: str, timeout: float, *, admin: AdminClient) -> None:
         self.kafka_config, self.run, self.since = kafka_config, run, since
         self.topic, self.timeout = topic, timeout
-        self.admin: AdminClient = admin if admin is not None else admin_client(kafka_config)
+        self.admin = admin
         self.partitions = ensure_compacted_topic(self.admin, topic, partitions=PINS_PARTITIONS,
                                                  timeout=timeout)
         self.read = 0

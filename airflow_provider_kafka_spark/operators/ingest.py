@@ -14,6 +14,7 @@ from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 from airflow_provider_kafka_spark.naming import asset_uri, kafka_authority
 from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
 from airflow_provider_kafka_spark.operators.lineage import Lineage
@@ -113,7 +114,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                          app_name=f"airflow-{self.dag_id}-{self.task_id}")
 
     @cached_property
-    def kafka_config(self) -> dict[str, Any]:
+    def kafka_config(self) -> KafkaConfig:
         """The input cluster's librdkafka config (``kafka_conn_id``), read once per try."""
         return self.kafka_hook.get_kafka_config()
 

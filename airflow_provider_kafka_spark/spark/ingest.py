@@ -55,6 +55,7 @@ from airflow_provider_kafka_spark.errors import (
     error_line,
     kafka_errors,
 )
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import (
     REGISTRY_FORMATS,
@@ -111,7 +112,7 @@ class SinkProtocol(Protocol):
 def ingest(
     spark: SparkSession,
     ranges: OffsetRanges | str | Mapping[str, Any],
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     sink: SinkProtocol,
     *,
     engine: Engine = "python",
@@ -179,10 +180,11 @@ def ingest(
     empty = spark.createDataFrame([], kafka_schema(include_headers))
     decoding = _decoding(owner, decode, offset_ranges)
     shaped = transformation.apply(_good(decoding(empty)) if decoding else empty, checking=True)
+    config = KafkaConfig.of(kafka_config)
 
     def read(**counters: Any) -> DataFrame:
         return read_kafka(
-            spark, offset_ranges, kafka_config, isolation_level=offset_ranges.isolation_level,
+            spark, offset_ranges, config, isolation_level=offset_ranges.isolation_level,
             max_records_per_split=max_records_per_split, engine=engine,
             include_headers=include_headers, on_data_loss=on_data_loss, **counters)
 

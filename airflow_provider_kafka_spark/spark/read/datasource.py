@@ -59,8 +59,8 @@ from airflow_provider_kafka_spark.offsets.config import (
     ISOLATION_LEVELS,
     MAX_TIMEOUT,
     AuthenticationWatch,
+    KafkaConfig,
     check_timeout,
-    consumer_config,
     native_settings,
     new_client,
 )
@@ -319,7 +319,7 @@ class KafkaBoundedReader(DataSourceReader):
 
 def read_split(
     split: PartitionRange,
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     *,
     isolation_level: str = "read_committed",
     include_headers: bool = True,
@@ -353,7 +353,8 @@ def read_split(
     if split.start >= split.stop:
         return
     schema = arrow_schema or utc_arrow_schema(kafka_schema(include_headers))
-    watch = AuthenticationWatch(consumer_config(kafka_config, isolation_level=isolation_level))
+    watch = AuthenticationWatch(
+        KafkaConfig.of(kafka_config).consumer(isolation_level=isolation_level))
     settings = native_settings(watch.settings)
     reader = new_client(lambda _: SliceReader(settings, split.topic, split.partition,
                                               split.start, split.stop, schema), watch.settings)

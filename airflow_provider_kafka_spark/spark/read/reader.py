@@ -28,10 +28,9 @@ from airflow_provider_kafka_spark.offsets.cluster import (
     reach_cluster,
 )
 from airflow_provider_kafka_spark.offsets.config import (
+    KafkaConfig,
     check_isolation_level,
     check_timeout,
-    client_config,
-    cluster_name,
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
@@ -225,7 +224,7 @@ def read_kafka(
             "read), or read with a classic session, or pass lost=None to skip deleted offsets "
             "uncounted (the executors log them). Nothing was read."
         )
-    config = client_config(kafka_config)
+    config = KafkaConfig.of(kafka_config)
     client_options = kafka_options(config)  # checks that the config can travel to executors
     if offset_ranges.is_empty():
         if lost is not None:
@@ -295,7 +294,7 @@ def _check_session(spark: object) -> None:
                                  "SparkSession, e.g. spark_session() or the active one.")
 
 
-def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
+def _drop_deleted(config: KafkaConfig, ranges: OffsetRanges,
                   on_data_loss: str, timeout: float) -> OffsetRanges:
     """Check range starts against log start offsets: one metadata request, answered within
     ``min(timeout, CONNECT_TIMEOUT_S)`` seconds, then one batched offsets request, all within
@@ -311,7 +310,7 @@ def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
     otherwise = ("Check that the topics still exist and that this client may describe them "
                  "(ACLs), or resolve the offsets again.")
     # No broker answering, or a refused authentication, fails here.
-    reach_cluster(admin, cluster_name(config), timeout, what)
+    reach_cluster(admin, config.cluster, timeout, what)
     try:
         left = max(deadline - time.monotonic(), 0.001)
         futures = admin.list_offsets(
@@ -320,10 +319,10 @@ def _drop_deleted(config: dict[str, Any], ranges: OffsetRanges,
         earliest = {(tp.topic, tp.partition): f.result(timeout=left + RESULT_MARGIN).offset
                     for tp, f in futures.items()}
     except KafkaException as exc:
-        raise cluster_failure(exc.args[0], what, cluster_name(config), otherwise,
+        raise cluster_failure(exc.args[0], what, config.cluster, otherwise,
                               OffsetResolutionError) from None
     except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
-        raise cluster_failure(None, what, cluster_name(config), otherwise,
+        raise cluster_failure(None, what, config.cluster, otherwise,
                               OffsetResolutionError) from None
     lost: dict[tuple[str, int], int] = {}
     kept: list[PartitionRange] = []
@@ -357,7 +356,7 @@ def _parallelism(spark: SparkSession) -> int:
         return max(int(spark.conf.get("spark.default.parallelism", "2") or 2), 1)
 
 
-def _read_spark_kafka(spark: SparkSession, ranges: OffsetRanges, config: dict[str, Any],
+def _read_spark_kafka(spark: SparkSession, ranges: OffsetRanges, config: KafkaConfig,
                       isolation_level: str, max_records_per_split: int,
                       include_headers: bool, on_data_loss: str) -> DataFrame:
     """Spark's ``kafka`` source over the same ranges, with numeric offsets only."""

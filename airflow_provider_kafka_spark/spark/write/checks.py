@@ -10,13 +10,13 @@ The checks of the cluster (topics exist, ``transaction.max.timeout.ms``) are in
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_provider_kafka_spark.errors import WriteConfigError
 from airflow_provider_kafka_spark.offsets.config import (
     RECORD_OVERHEAD_BYTES,
+    KafkaConfig,
     message_max_bytes,
 )
 from airflow_provider_kafka_spark.options import (
@@ -93,7 +93,7 @@ _LARGEST_COUNT = 2**63 - 1
 
 
 def check_ledger_record_fits(prefix: str, write_id: str, topic: str | None,
-                             kafka_config: Mapping[str, Any], *, identity: bool = False) -> None:
+                             kafka_config: KafkaConfig, *, identity: bool = False) -> None:
     """Refuse a ``write_id`` (or ``transactional_id_prefix``) so long that a task's ledger
     record could not be produced: its key and value both hold them, JSON-escaped (see
     :mod:`~airflow_provider_kafka_spark.spark.write.ledger`), and librdkafka refuses a record

@@ -11,13 +11,13 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from airflow_provider_kafka_spark.errors import KafkaWriteError, WriteConfigError
 from airflow_provider_kafka_spark.offsets.cluster import RESULT_MARGIN, cluster_metadata
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class Cluster:
     partitions: Mapping[str, int]  # partitions per existing topic
 
 
-def read_cluster(admin: AdminClient, kafka_config: Mapping[str, Any],
+def read_cluster(admin: AdminClient, kafka_config: KafkaConfig,
                  timeout: float) -> Cluster:
     """The cluster's brokers and topics, read on the driver before anything else touches the
     cluster (every topic: a metadata request naming a topic could create it where
@@ -61,13 +61,13 @@ def read_cluster(admin: AdminClient, kafka_config: Mapping[str, Any],
     return Cluster(tuple(sorted(metadata.brokers)), partitions)
 
 
-def _bootstrap(kafka_config: Mapping[str, Any]) -> str:
+def _bootstrap(kafka_config: KafkaConfig) -> str:
     return str(kafka_config.get("bootstrap.servers", ""))
 
 
 def check_topics_exist(admin: AdminClient, cluster: Cluster,
                        first_index: Mapping[str | None, int | None],
-                       kafka_config: Mapping[str, Any]) -> Cluster:
+                       kafka_config: KafkaConfig) -> Cluster:
     """Refuse topics the cluster does not have; ``first_index`` maps each topic to the first
     Spark partition index whose rows go to it (``None``: the ``topic=`` argument). A topic
     created a moment ago may take a moment to appear in the brokers' metadata: missing topics

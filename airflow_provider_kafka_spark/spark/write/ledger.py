@@ -42,6 +42,7 @@ from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 
 # Partitions of a ledger topic we create. Writes spread over them by hash of the write id.
@@ -358,7 +359,7 @@ def ledger_offset_since(admin: AdminClient, topic: str, partition: int, timestam
                                                timeout=timeout)
 
 
-def write_slot_record(kafka_config: Mapping[str, Any], topic: str, partition: int, *,
+def write_slot_record(kafka_config: KafkaConfig, topic: str, partition: int, *,
                       transactional_id_prefix: str, write_id: str, slot: int, start_offset: int,
                       producer: Producer | None = None, timeout: float = 30.0) -> int | None:
     """Record (durably, outside any transaction) that the write uses ``slot`` of its
@@ -386,7 +387,7 @@ def write_slot_record(kafka_config: Mapping[str, Any], topic: str, partition: in
     return first_slot(read.records, key)
 
 
-def ledger_high_watermark(kafka_config: Mapping[str, Any], topic: str, partition: int, *,
+def ledger_high_watermark(kafka_config: KafkaConfig, topic: str, partition: int, *,
                           timeout: float = 30.0) -> int:
     """The high watermark of a ledger partition (a task's cheap lookup: no admin client)."""
     with _ledger_errors(_OFFSETS_HINT):
@@ -403,7 +404,7 @@ def ledger_end_offset(
 
 
 def read_ledger(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig,
     topic: str,
     partition: int,
     *,

@@ -18,7 +18,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import LedgerError
-from airflow_provider_kafka_spark.offsets.config import producer_config
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.options import DeliveryGuarantee
 from airflow_provider_kafka_spark.spark.write.checks import (
     check_exactly_once_args,
@@ -66,7 +66,7 @@ class TaskPlan:
     ``repr`` so that it never appears in a log line or a traceback.
     """
 
-    kafka_config: Mapping[str, Any] = field(repr=False)
+    kafka_config: KafkaConfig = field(repr=False)
     guarantee: DeliveryGuarantee
     topic: str | None
     # exactly_once only:
@@ -91,6 +91,9 @@ class TaskPlan:
     init_timeout_s: float = 60.0
     max_transaction_retries: int = 3
     retry_buffer_bytes: int = 256 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kafka_config", KafkaConfig.of(self.kafka_config))
 
     def transactional_id(self, index: int) -> str:
         """The ``transactional.id`` of task ``index`` (``exactly_once``): ``<prefix>-p<slot>-
@@ -160,14 +163,15 @@ class ExactlyOnceWrite:
             ``write_id`` is too long for a ledger record.
     """
 
-    def __init__(self, kafka_config: Mapping[str, Any], topic: str | None,
+    def __init__(self, kafka_config: KafkaConfig | Mapping[str, Any], topic: str | None,
                  options: ExactlyOnce) -> None:
+        kafka_config = KafkaConfig.of(kafka_config)
         prefix, write_id = options.transactional_id_prefix, options.write_id
         check_producer_config(kafka_config, "exactly_once", transactional_id=f"{prefix}-x",
                               transaction_timeout_ms=options.transaction_timeout_ms)
         check_ledger_record_fits(prefix, write_id, topic, kafka_config,
                                  identity=options.input_identity is not None)
-        self.kafka_config = dict(kafka_config)
+        self.kafka_config = kafka_config
         self.topic = topic
         self.options = options
         self._lease: SlotLease | None = None
@@ -321,8 +325,8 @@ def fence_tasks(plan: TaskPlan, indices: Iterable[int]) -> None:
 
     def fence(index: int) -> None:
         tid = plan.transactional_id(index)
-        producer = new_producer(producer_config(
-            plan.kafka_config, "exactly_once", transactional_id=tid,
+        producer = new_producer(plan.kafka_config.producer(
+            "exactly_once", transactional_id=tid,
             transaction_timeout_ms=plan.transaction_timeout_ms), "exactly_once")
         init_transactions(producer, tid, plan.init_timeout_s)
 

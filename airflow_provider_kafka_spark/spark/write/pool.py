@@ -44,15 +44,15 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, LedgerError
 from airflow_provider_kafka_spark.offsets import internal_topics
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.internal_topics import InternalRecord
 
 log = logging.getLogger(__name__)
@@ -186,7 +186,7 @@ class SlotLease:
             log.warning("could not free slot %d of the transactional id pool: %s", self.slot, exc)
 
 
-def _read_leases(kafka_config: Mapping[str, Any], admin: AdminClient, topic: str,
+def _read_leases(kafka_config: KafkaConfig, admin: AdminClient, topic: str,
                  partition: int, prefix: str, window_ms: int,
                  timeout: float) -> list[LeaseRecord]:
     start = internal_topics.offset_for_time(admin, topic, partition, _now_ms() - window_ms,
@@ -199,7 +199,7 @@ def _read_leases(kafka_config: Mapping[str, Any], admin: AdminClient, topic: str
 
 
 def lease_slot(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig,
     admin: AdminClient,
     topic: str,
     partitions: int,

@@ -9,7 +9,7 @@ sum of the rows' hashes; :func:`check_rows` refuses the first bad row it found;
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -17,6 +17,7 @@ import pyarrow as pa
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import KafkaWriteError, WriteConfigError, kafka_errors
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.spark.write.checks import ACCEPTED_COLUMNS, rows_text
 from airflow_provider_kafka_spark.spark.write.cluster import Cluster, check_topics_exist
 from airflow_provider_kafka_spark.spark.write.ledger import TaskInput
@@ -181,7 +182,7 @@ def _partition_scanner(topic: str | None) -> Callable[[Iterator[pa.RecordBatch]]
 
 
 def check_rows(admin: AdminClient, scan: InputScan, topic: str | None, cluster: Cluster,
-               kafka_config: Mapping[str, Any]) -> None:
+               kafka_config: KafkaConfig) -> None:
     """Refuse the first bad row the pre-pass found, naming its column, value and Spark
     partition index (bad rows in other partitions are counted).
 

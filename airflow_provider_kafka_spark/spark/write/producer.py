@@ -20,7 +20,7 @@ from airflow_provider_kafka_spark.errors import (
     DeliveryError,
     WriteConfigError,
 )
-from airflow_provider_kafka_spark.offsets.config import native_settings, producer_config
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig, native_settings
 from airflow_provider_kafka_spark.options import DeliveryGuarantee
 from airflow_provider_kafka_spark.spark.native import BatchProducer
 from airflow_provider_kafka_spark.spark.write.checks import rows_text
@@ -47,7 +47,7 @@ def new_producer(config: Mapping[str, Any], guarantee: DeliveryGuarantee) -> Bat
 
 
 def check_producer_config(
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig,
     guarantee: DeliveryGuarantee,
     *,
     transactional_id: str | None = None,
@@ -61,8 +61,8 @@ def check_producer_config(
     Raises:
         WriteConfigError: see :func:`producer_config`, or librdkafka refused the config.
     """
-    config = producer_config(kafka_config, guarantee, transactional_id=transactional_id,
-                             transaction_timeout_ms=transaction_timeout_ms)
+    config = kafka_config.producer(guarantee, transactional_id=transactional_id,
+                                   transaction_timeout_ms=transaction_timeout_ms)
     new_producer(config, guarantee)
 
 

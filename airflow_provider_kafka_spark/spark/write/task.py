@@ -26,7 +26,6 @@ from airflow_provider_kafka_spark.errors import (
     ProducerFencedError,
     TransactionError,
 )
-from airflow_provider_kafka_spark.offsets.config import producer_config
 from airflow_provider_kafka_spark.spark.native import BatchProducer
 from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerEntry,
@@ -78,7 +77,7 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
     """
     if plan.guarantee == "exactly_once":
         return _write_exactly_once(plan, index, batches)
-    config = producer_config(plan.kafka_config, plan.guarantee)
+    config = plan.kafka_config.producer(plan.guarantee)
     producer = new_producer(config, plan.guarantee)
     try:
         records, topics = produce_batches(producer, batches, plan.topic, index)
@@ -198,8 +197,8 @@ def _write_exactly_once(
     assert plan.ledger_topic is not None and plan.write_id is not None
     assert plan.transactional_id_prefix is not None
     tid = plan.transactional_id(index)
-    producer = new_producer(producer_config(
-        plan.kafka_config, "exactly_once", transactional_id=tid,
+    producer = new_producer(plan.kafka_config.producer(
+        "exactly_once", transactional_id=tid,
         transaction_timeout_ms=plan.transaction_timeout_ms), "exactly_once")
     init_transactions(producer, tid, plan.init_timeout_s)
     # After the fence every earlier transaction of this id is decided, its markers written:

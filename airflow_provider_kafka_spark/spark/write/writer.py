@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from airflow_provider_kafka_spark.errors import kafka_errors
 from airflow_provider_kafka_spark.offsets.cluster import admin_client
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.options import REGISTRY_FORMATS, DeliveryGuarantee
 from airflow_provider_kafka_spark.spark.formats.encode import FieldCodec, encode_columns
 from airflow_provider_kafka_spark.spark.write.checks import (
@@ -76,7 +77,7 @@ class WriteResult:
 
 def write_kafka(
     df: DataFrame,
-    kafka_config: Mapping[str, Any],
+    kafka_config: KafkaConfig | Mapping[str, Any],
     *,
     topic: str | None = None,
     key_format: str = "bytes",
@@ -209,7 +210,8 @@ def write_kafka(
             max_transaction_retries=max_transaction_retries,
             retry_buffer_bytes=retry_buffer_bytes, ledger_since=ledger_since,
             input_identity=input_identity)
-    return _write(df, kafka_config, topic, encoding, delivery, metadata_timeout_s)
+    return _write(df, KafkaConfig.of(kafka_config), topic, encoding, delivery,
+                  metadata_timeout_s)
 
 
 @dataclass(frozen=True)
@@ -238,7 +240,7 @@ class Encoding:
                               **{f.name: getattr(self, f.name) for f in fields(self)})
 
 
-def _write(df: DataFrame, kafka_config: Mapping[str, Any], topic: str | None,
+def _write(df: DataFrame, kafka_config: KafkaConfig, topic: str | None,
            encoding: Encoding, delivery: DeliveryGuarantee | ExactlyOnce,
            metadata_timeout_s: float) -> WriteResult:
     """``write_kafka`` once its arguments are values: ``delivery`` is ``none`` or
@@ -269,7 +271,7 @@ def _write(df: DataFrame, kafka_config: Mapping[str, Any], topic: str | None,
         check_rows(admin, scan, topic, cluster, kafka_config)
     if exactly_once is None:
         assert isinstance(delivery, str)
-        outcomes = _run_tasks(df, TaskPlan(kafka_config=dict(kafka_config), guarantee=delivery,
+        outcomes = _run_tasks(df, TaskPlan(kafka_config=kafka_config, guarantee=delivery,
                                            topic=topic))
         return WriteResult(
             delivery_guarantee=delivery,
