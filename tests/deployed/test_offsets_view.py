@@ -36,9 +36,10 @@ DAG_ID = "kafka_backfill_by_time"
 TASK_ID = "resolve_offsets"
 HOUR_MS = 60 * MINUTE_MS
 # Hours before any other test's, including the manual run's logical date (T0 + 4 h): a DAG
-# has one run per logical date, and tests/deployed/test_backfill.py backfills the 24 hours
-# that end 2 hours before the current one (logical dates 26 to 3 hours ago).
-T0 = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=36)
+# has one run per logical date, and tests/deployed/test_backfill.py backfills 8 hours across a
+# midnight that end at the latest 2 hours before the current one (logical dates at most 33
+# hours ago: tests/support/backfill.py's across_midnight).
+T0 = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=40)
 MS0 = int(T0.timestamp() * 1000)
 RUN_TIMEOUT_S = 420.0
 
