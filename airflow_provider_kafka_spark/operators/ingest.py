@@ -133,14 +133,14 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         except ConfigurationError as exc:  # a rendered field of the sink
             raise ConfigurationError(f"{self.task_id}: {exc}") from None
         check_stages(self.task_id, sink, self.decode, self.transform, self.sql)
-        from airflow_provider_kafka_spark.spark.ingest import ingest
         from airflow_provider_kafka_spark.spark.ingest_result import IngestResult
 
         options = self.read_options
-        if ranges.is_empty():  # no Spark session, nothing written
+        if ranges.is_empty():  # no Spark (not even its import), nothing written
             self.log.info("The ranges hold no offsets: nothing to read, nothing written.")
             stats = IngestResult.of(ranges, sink.describe()).to_dict()
         else:
+            from airflow_provider_kafka_spark.spark.ingest import ingest
             stats = ingest(
                 self.spark_hook.get_conn(), ranges, self.kafka_config, sink,
                 engine=options.engine, max_records_per_split=options.max_records_per_split,

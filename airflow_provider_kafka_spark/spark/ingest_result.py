@@ -8,10 +8,12 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
-from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary
+
+if TYPE_CHECKING:
+    from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary
 
 __all__ = ["DecodeCounts", "IngestResult", "PartitionStats"]
 
