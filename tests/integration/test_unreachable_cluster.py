@@ -1,7 +1,11 @@
 """An unreachable cluster (a free local port, nothing listening) with a short timeout: every
 cluster call raises this package's error, quickly, naming the bootstrap servers and what to
 check. Never a bare, empty TimeoutError (a future's timeout racing librdkafka's own) and never
-a KafkaException. Each call runs a few times: the race did not show in every try."""
+a KafkaException. Each call runs a few times: the race did not show in every try.
+
+With each entry point's default ``timeout`` (30 s), the first request, for the cluster's
+metadata, waits at most ``CONNECT_TIMEOUT_S`` (10 s): the rest of ``timeout`` is for a cluster
+that answers but is slow to settle, not for one that never answers."""
 
 from __future__ import annotations
 
@@ -40,14 +44,14 @@ def unreachable() -> Iterator[dict[str, Any]]:
     yield {"bootstrap.servers": f"127.0.0.1:{port}"}
 
 
-CALLS: list[tuple[str, Callable[[dict[str, Any]], object], type[KafkaSparkError]]] = [
-    ("resolve_offsets", lambda c: resolve_offsets(c, Subscription.topics("t"), "earliest",
-                                                  "latest", timeout=TIMEOUT),
+Call = Callable[..., object]  # (config, **timeout)
+CALLS: list[tuple[str, Call, type[KafkaSparkError]]] = [
+    ("resolve_offsets", lambda c, **t: resolve_offsets(c, Subscription.topics("t"), "earliest",
+                                                       "latest", **t), OffsetResolutionError),
+    ("commit_offsets", lambda c, **t: commit_offsets(c, "g", RANGES, **t), CommitError),
+    ("list_partitions", lambda c, **t: list_partitions(c, Subscription.topics("t"), **t),
      OffsetResolutionError),
-    ("commit_offsets", lambda c: commit_offsets(c, "g", RANGES, timeout=TIMEOUT), CommitError),
-    ("list_partitions", lambda c: list_partitions(c, Subscription.topics("t"), timeout=TIMEOUT),
-     OffsetResolutionError),
-    ("timestamp_stops", lambda c: timestamp_stops(c, [("t", 0), ("t", 1)], 0, timeout=TIMEOUT),
+    ("timestamp_stops", lambda c, **t: timestamp_stops(c, [("t", 0), ("t", 1)], 0, **t),
      OffsetResolutionError),
 ]
 
@@ -56,11 +60,11 @@ CALLS: list[tuple[str, Callable[[dict[str, Any]], object], type[KafkaSparkError]
 @pytest.mark.parametrize("attempt", range(3))
 @pytest.mark.parametrize(("name", "call", "error"), CALLS, ids=[c[0] for c in CALLS])
 def test_an_unreachable_cluster_is_a_package_error_naming_it(
-        unreachable: dict[str, Any], name: str, call: Callable[[dict[str, Any]], object],
-        error: type[KafkaSparkError], attempt: int) -> None:
+        unreachable: dict[str, Any], name: str, call: Call, error: type[KafkaSparkError],
+        attempt: int) -> None:
     started = time.monotonic()
     with pytest.raises(KafkaSparkError) as caught:
-        call(unreachable)
+        call(unreachable, timeout=TIMEOUT)
     elapsed = time.monotonic() - started
 
     assert type(caught.value) is error, repr(caught.value)
@@ -69,3 +73,21 @@ def test_an_unreachable_cluster_is_a_package_error_naming_it(
     assert "the brokers are up and reachable from here" in message, message
     assert "raise timeout=" in message, message
     assert elapsed < TIMEOUT + 5, f"{name} took {elapsed:.1f}s with timeout={TIMEOUT}"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize(("name", "call", "error"), CALLS, ids=[c[0] for c in CALLS])
+def test_no_broker_answering_fails_after_the_first_contact_bound(
+        unreachable: dict[str, Any], name: str, call: Call,
+        error: type[KafkaSparkError]) -> None:
+    started = time.monotonic()
+    with pytest.raises(KafkaSparkError) as caught:
+        call(unreachable)  # the default timeout, 30 s
+    elapsed = time.monotonic() - started
+
+    assert type(caught.value) is error, repr(caught.value)
+    message = str(caught.value)
+    assert (f"no broker of the Kafka cluster at bootstrap.servers="
+            f"'{unreachable['bootstrap.servers']}' answered within 10s") in message, message
+    assert "Check that bootstrap.servers is right and that the brokers are up" in message
+    assert elapsed < 20, f"{name} took {elapsed:.1f}s to find no broker answering"
