@@ -154,9 +154,12 @@ def test_a_boundary_another_run_fixed_first_wins(kafka_config, new_topic):
     neighbour = RunKey("tiling", task, "a")
     subscription = Subscription.topics([topic])
     # The neighbour stopped at offset 2 when records 2.. had not arrived yet.
+    from airflow_provider_kafka_spark.offsets.config import KafkaConfig
     from airflow_provider_kafka_spark.offsets.runs import _Boundaries
 
-    winners = _Boundaries(kafka_config, neighbour, None, "_kafka_spark_pins", 30).fix(
+    config = KafkaConfig.of(kafka_config)  # what resolve_run hands its boundaries, with its admin
+    admin = admin_client(config)
+    winners = _Boundaries(config, neighbour, None, "_kafka_spark_pins", 30, admin=admin).fix(
         {"stop": (at(5), {(topic, 0): 2})})
     assert winners["stop"].fixed_by == neighbour
     resolution = resolve_run(kafka_config, run,
@@ -165,7 +168,7 @@ def test_a_boundary_another_run_fixed_first_wins(kafka_config, new_topic):
     assert resolution.start_boundary.fixed_by == neighbour
     assert spans(resolution.ranges) == {0: (2, 4)}
     # A record this run writes for an instant already fixed loses to the first one.
-    again = _Boundaries(kafka_config, run, None, "_kafka_spark_pins", 30).fix(
+    again = _Boundaries(config, run, None, "_kafka_spark_pins", 30, admin=admin).fix(
         {"start": (at(5), {(topic, 0): 3})})
     assert again["start"].fixed_by == neighbour and again["start"].offsets == {(topic, 0): 2}
 
