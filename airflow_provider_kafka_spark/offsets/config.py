@@ -5,8 +5,8 @@ connection's extra, or a plain dict at the public API's edge), its secrets maske
 and it gives each client its config: any client's or an admin's (:meth:`KafkaConfig.client`),
 a bounded consumer's (:meth:`KafkaConfig.consumer`), ``write_kafka``'s producer's
 (:meth:`KafkaConfig.producer`), the native client's strings (:meth:`KafkaConfig.native`).
-:func:`client_config`, :func:`consumer_config` and :func:`producer_config` do the same for a
-dict. :func:`new_client` builds clients.
+:func:`consumer_config` (public, for a dict) and :func:`producer_config` (which documents the
+producer's settings) do the same for a dict. :func:`new_client` builds clients.
 
 The user config is the same dict as the ``extra`` JSON of Airflow's ``kafka`` connection.
 Secrets in it never reach a log line or an exception message: errors name keys, never the
@@ -245,16 +245,6 @@ class KafkaConfig(Mapping[str, Any]):
         return message_max_bytes(self._settings)
 
 
-def client_config(kafka_config: KafkaConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``kafka_config`` for any client (:meth:`KafkaConfig.client`); a dict is
-    checked as :class:`KafkaConfig` checks it.
-
-    Raises:
-        ConfigurationError: naming the key, never the value of a secret key.
-    """
-    return KafkaConfig.of(kafka_config).client()
-
-
 def _checked(kafka_config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of ``kafka_config``; requires ``bootstrap.servers``.
 
@@ -313,7 +303,7 @@ def _check_setting(key: str, value: object) -> None:
 
 
 def native_settings(config: Mapping[str, Any]) -> dict[str, str]:
-    """``config`` (from :func:`client_config` or :func:`consumer_config`) as the string
+    """``config`` (from :meth:`KafkaConfig.client` or :meth:`KafkaConfig.consumer`) as the string
     settings of the native client (``airflow_provider_kafka_spark._native``); booleans become
     ``"true"``/``"false"``.
 
@@ -339,7 +329,7 @@ def native_settings(config: Mapping[str, Any]) -> dict[str, str]:
 
 def new_client(factory: Callable[[dict[str, Any]], C], config: dict[str, Any]) -> C:
     """``factory(config)``: an ``AdminClient``, ``Consumer`` or ``Producer`` from a config made
-    by :func:`client_config` or :func:`consumer_config`.
+    by :meth:`KafkaConfig.client` or :meth:`KafkaConfig.consumer`.
 
     Raises:
         ConfigurationError: librdkafka (or confluent-kafka) refused the config; the message

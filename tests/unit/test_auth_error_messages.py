@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.offsets import ConfigurationError
-from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config, new_client
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig, consumer_config, new_client
 
 PASSWORD = "MARKER-typo-password-5c1"
 
@@ -26,7 +26,7 @@ def consumer(config: dict[str, Any]) -> object:
 def test_unknown_mechanism_is_named_with_the_choices(factory: Any, mechanism: str) -> None:
     config = {"bootstrap.servers": "127.0.0.1:1", "security.protocol": "SASL_SSL",
               "sasl.mechanism": mechanism, "sasl.username": "alice", "sasl.password": PASSWORD}
-    build = factory if factory is consumer else (lambda c: factory(client_config(c)))
+    build = factory if factory is consumer else (lambda c: factory(KafkaConfig.of(c).client()))
     with pytest.raises(ConfigurationError) as exc:
         new_client(build, config)
     message = str(exc.value)

@@ -30,7 +30,7 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
     timestamp_stops,
 )
-from airflow_provider_kafka_spark.offsets.config import client_config, consumer_config, new_client
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig, consumer_config, new_client
 from airflow_provider_kafka_spark.offsets.specs import shown
 
 
@@ -324,7 +324,7 @@ def consumer_client(config: dict[str, Any]) -> object:
 
 
 def producer_client(config: dict[str, Any]) -> object:
-    return new_client(Producer, client_config(config))
+    return new_client(Producer, KafkaConfig.of(config).client())
 
 
 @pytest.mark.parametrize("build", [admin_client, consumer_client, producer_client],
