@@ -83,7 +83,8 @@ class DataLossError(OffsetResolutionError):
 
 
 class IntervalNotCompleteError(OffsetResolutionError):
-    """A ``timestamp:`` stop is held back by an open transaction that began before it.
+    """A ``timestamp:`` stop is held back by an open transaction that began before it, or a
+    run's partition has not ended yet (``open_transactions`` empty).
 
     Records of that transaction may still be committed inside the interval, so the interval
     cannot be cut yet. Retryable: the transaction commits or aborts (at the latest after its

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -19,6 +20,7 @@ from airflow_provider_kafka_spark.arguments import (
 from airflow_provider_kafka_spark.naming import kafka_authority
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
+    IntervalNotCompleteError,
     OffsetRanges,
     OffsetSpecError,
     Timestamp,
@@ -39,6 +41,12 @@ from airflow_provider_kafka_spark.operators.base import (
 )
 from airflow_provider_kafka_spark.operators.lineage import Lineage
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
+from airflow_provider_kafka_spark.operators.partitions import (
+    PartitionSlice,
+    RunPartition,
+    check_partition_slice,
+    partition_bounds,
+)
 from airflow_provider_kafka_spark.operators.spec_sources import (
     RunSpecs,
     SpecSources,
@@ -127,6 +135,10 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         ingest task's ``sink``; its table name is templated.
     :param spark_conn_id: the Spark connection for reading ``table`` (None: a local session).
     :param spark_conf: extra Spark conf for that session (e.g. the Iceberg catalog).
+    :param partition_slice: for partitioned runs (Airflow 3.3: the run has a ``partition_key``)
+        whose key is not a tick of a ``CronPartitionTimetable``: a function of the key
+        returning ``(start, stop)``, each an aware datetime or an offset spec. Default: the
+        partition of the DAG's ``CronPartitionTimetable`` (``partition_date`` .. next tick).
 
     Literal arguments are checked when the DAG file is parsed (a bad one is an import error of
     the DAG): the subscription, ``start``/``stop`` (``OffsetSpecError``), and the others
@@ -156,9 +168,11 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         table: TableSink | None = None,
         spark_conn_id: str | None = None,
         spark_conf: dict[str, Any] | None = None,
+        partition_slice: PartitionSlice | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.partition_slice = check_partition_slice(self.task_id, partition_slice)
         self.table = table
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
@@ -254,6 +268,8 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
             intervals = self._claim(kafka_config, run, intervals, since)
             chosen = self.specs(context, intervals)
         start, stop = chosen.start, chosen.stop
+        if chosen.sources[1] == "partition":
+            _check_partition_ended(self.task_id, context.get("partition_key"), stop)
         if isinstance(start, Timestamp) and isinstance(stop, Timestamp) \
                 and start.millis < stop.millis:
             span = Interval(start.millis, stop.millis)
@@ -378,9 +394,40 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         return choose_specs(self.task_id, SpecSources(
             params=context.get("params") or {},
             arguments=(self.start, self.stop),
+            partition=self._partition_bounds(context),
             announced=tuple(intervals),
             data_interval=(context.get("data_interval_start"), context.get("data_interval_end")),
         ))
+
+    def _partition_bounds(self, context: Mapping[str, Any]) -> tuple[Any, Any] | \
+            ConfigurationError:
+        """The bounds of the run's partition (``(None, None)``: not a partitioned run), or why
+        it has none (raised by :func:`choose_specs` only when a side needs it)."""
+        key = context.get("partition_key")
+        if not key:
+            return None, None
+        dag = context.get("dag")
+        try:
+            return partition_bounds(self.task_id, RunPartition(key, context.get("partition_date")),
+                                    getattr(dag, "timetable", None), self.partition_slice)
+        except ConfigurationError as exc:
+            return exc
+
+
+def _check_partition_ended(task_id: str, key: str | None, stop: Any) -> None:
+    """A partition is read once it has ended: its records are still being written before.
+
+    Raises:
+        IntervalNotCompleteError: the partition's stop is after now (a CronPartitionTimetable
+            without ``run_offset=-1`` runs at the start of its partition); Airflow's retries
+            wait.
+    """
+    if isinstance(stop, Timestamp) and stop.millis > time.time() * 1000:
+        raise IntervalNotCompleteError(
+            f"{task_id}: the run's partition {key!r} ends at {stop}, after now: its records are "
+            "still being written, and reading it now would leave out the rest of it. Schedule "
+            "the DAG with CronPartitionTimetable(..., run_offset=-1), so that each run reads the "
+            "partition that has just ended, or trigger past partitions only.", {})
 
 
 def _announcements(events: Any) -> list[Announcement]:

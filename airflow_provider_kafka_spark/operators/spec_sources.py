@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from airflow_provider_kafka_spark.offsets import (
+    ConfigurationError,
     OffsetSpec,
     OffsetSpecError,
     Timestamp,
@@ -16,19 +17,23 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.offsets.intervals import Interval
 
-Source = Literal["params", "arguments", "announced", "data_interval"]
-"""Where a spec came from (issue 38 adds ``"partition"``)."""
+Source = Literal["params", "arguments", "partition", "announced", "data_interval"]
+"""Where a spec came from."""
 
 
 @dataclass(frozen=True)
 class SpecSources:
     """What a run offers as its specs. ``params``: the run's Params (keys ``start``,
-    ``stop``); ``arguments``: the operator's ``(start, stop)``; ``announced``: the consecutive
-    intervals announced by the Kafka interval asset that started the run (``()``: none);
-    ``data_interval``: the run's ``(data_interval_start, data_interval_end)``."""
+    ``stop``); ``arguments``: the operator's ``(start, stop)``; ``partition``: the bounds of
+    the run's partition (:func:`~airflow_provider_kafka_spark.operators.partitions.
+    partition_bounds`), or the error saying why the run's partition has none (raised only when
+    a side needs it); ``announced``: the consecutive intervals announced by the Kafka interval
+    asset that started the run (``()``: none); ``data_interval``: the run's
+    ``(data_interval_start, data_interval_end)``."""
 
     params: Mapping[str, Any]
     arguments: tuple[Any, Any] = (None, None)
+    partition: tuple[Any, Any] | ConfigurationError = (None, None)
     announced: Sequence[Interval] = ()
     data_interval: tuple[datetime | None, datetime | None] = (None, None)
 
@@ -50,39 +55,45 @@ def choose_specs(task_id: str, offered: SpecSources) -> RunSpecs:
     =====  ==========================  =================================  ============================
     1      Params ``start``/``stop``   the Param, when set (not None/"")  the Param, when set
     2      arguments ``start=/stop=``  the argument, when given           the argument, when given
-    (38)   the run's partition         ``timestamp:<partition_date>``     ``timestamp:<next tick>``
-    3      announced intervals         ``timestamp:<first's start>``      ``timestamp:<last's end>``
-    4      data interval               ``timestamp:<interval start>``     ``timestamp:<interval end>``
+    3      the run's partition         ``timestamp:<partition_date>``     ``timestamp:<next tick>``
+    4      announced intervals         ``timestamp:<first's start>``      ``timestamp:<last's end>``
+    5      data interval               ``timestamp:<interval start>``     ``timestamp:<interval end>``
     =====  ==========================  =================================  ============================
 
     Each side is chosen on its own (a Param ``stop`` with an announced start is fine).
     ``interval start``/``end``: the run's ``data_interval_start``/``data_interval_end``.
-    Row (38) is where the run's partition (``partition_date`` and the partition's length)
-    goes, between the arguments and the announcements: a source to add to
-    :class:`SpecSources` and to ``candidates`` below, nothing else.
+    The partition row: a partitioned run (Airflow 3.3, ``partition_key``; it has no data
+    interval): ``partition_date`` .. the next tick of the DAG's ``CronPartitionTimetable``,
+    or what the operator's ``partition_slice`` makes of the key.
 
     Raises:
         OffsetSpecError: a side no source gives (the run has no data interval), a spec that
             does not parse (named ``<task_id>: <side>:``), or a zero-width interval (start and
             stop the same instant), never a silent empty read.
+        ConfigurationError: a side that comes to the partition row of a run whose partition
+            has no bounds (``offered.partition``'s error).
     """
     announced = ((f"timestamp:{offered.announced[0].start_ms}",
                   f"timestamp:{offered.announced[-1].end_ms}")
                  if offered.announced else (None, None))
+    partition = offered.partition
     chosen: dict[str, tuple[Source, OffsetSpec]] = {}
     for index, side in enumerate(("start", "stop")):
         candidates: tuple[tuple[Source, Any], ...] = (
             ("params", offered.params.get(side)),
             ("arguments", offered.arguments[index]),
-            # issue 38: ("partition", the partition's bound of this side),
+            ("partition", partition if isinstance(partition, ConfigurationError)
+             else partition[index]),
             ("announced", announced[index]),
             ("data_interval", offered.data_interval[index]),
         )
-        found = next(((source, value) for source, value in candidates if value), None)
+        found = next(((source, value) for source, value in candidates
+                      if _bound(value) is not None), None)
         if found is None:
             raise OffsetSpecError(
-                f"{task_id}: no {side} offset spec: the run has no data interval (a manual run "
-                f"without logical date, or an asset-triggered run) and no Param '{side}'. "
+                f"{task_id}: no {side} offset spec: the run has no data interval and no "
+                "partition (a manual run without logical date or partition key, or an "
+                f"asset-triggered run) and no Param '{side}'. "
                 f"Trigger the run with the Params 'start' and 'stop', or pass {side}= to the "
                 "operator."
             )
@@ -97,6 +108,14 @@ def choose_specs(task_id: str, offered: SpecSources) -> RunSpecs:
             "or schedule the DAG with a timetable that has data intervals."
         )
     return RunSpecs(start, stop, (start_source, stop_source))
+
+
+def _bound(value: Any) -> Any:
+    """One side of a source: a spec, or None when not set ("" too); the error of a partition
+    without bounds is raised here, when a side comes to it."""
+    if isinstance(value, ConfigurationError):
+        raise value
+    return value or None
 
 
 def parse_spec(task_id: str, side: str, value: Any) -> OffsetSpec:

@@ -1,0 +1,130 @@
+"""A run's partition as its slice of Kafka: ``partition_date`` .. the next tick of the DAG's
+:class:`~airflow.sdk.CronPartitionTimetable`, or what the user's function makes of the
+partition key (Airflow 3.3 partitioned runs have a ``partition_key`` and a ``partition_date``
+but no data interval)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, tzinfo
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from airflow_provider_kafka_spark.errors import ConfigurationError
+
+PartitionSlice = Callable[[str], tuple[Any, Any]]
+"""The user's map of a partition key to its ``(start, stop)``: each a ``datetime`` (aware) or
+an offset spec (``"timestamp:..."``, ``"earliest"`` ...)."""
+
+
+@dataclass(frozen=True)
+class RunPartition:
+    """A partitioned run's ``partition_key`` and ``partition_date`` (None when Airflow gave
+    none, e.g. a key of one's own triggered through the REST API)."""
+
+    key: str
+    date: datetime | None
+
+
+def partition_bounds(task_id: str, partition: RunPartition, timetable: Any,
+                     partition_slice: PartitionSlice | None) -> tuple[Any, Any]:
+    """The ``(start, stop)`` of ``partition``: ``partition_slice(key)`` when given; else, on a
+    :class:`~airflow.sdk.CronPartitionTimetable`, ``timestamp:<partition start>`` ..
+    ``timestamp:<next cron tick>`` (the start is the ``partition_date``, or the key read with
+    the timetable's ``key_format`` in its timezone).
+
+    Raises:
+        ConfigurationError: the function failed or returned something else than two bounds;
+            or, without a function, a timetable that does not say how long a partition is, or
+            a key that is not a tick of the cron (each naming the key and what to pass).
+    """
+    if partition_slice is not None:
+        return _sliced(task_id, partition.key, partition_slice)
+    from airflow.sdk import CronPartitionTimetable
+
+    if not isinstance(timetable, CronPartitionTimetable):
+        raise ConfigurationError(
+            f"{task_id}: the run's partition key {partition.key!r} does not say which slice of "
+            f"Kafka to read: the DAG's timetable ({type(timetable).__name__}) has no partition "
+            "length. Pass partition_slice=<a function of the key returning (start, stop)> to "
+            "the operator, schedule the DAG with CronPartitionTimetable, or trigger the run with "
+            "the Params 'start' and 'stop'.")
+    zone = _zone(timetable.timezone)
+    start = partition.date or _key_date(task_id, partition.key, timetable, zone)
+    start = datetime.fromtimestamp(start.timestamp(), tz=zone)  # a plain datetime for croniter
+    from croniter import croniter
+
+    stop = croniter(timetable.expression, start).get_next(datetime)
+    if croniter(timetable.expression, stop).get_prev(datetime) != start:
+        raise ConfigurationError(
+            f"{task_id}: the run's partition {partition.key!r} ({start.isoformat()}) is not a "
+            f"tick of the DAG's cron {timetable.expression!r}, so its end is not defined. "
+            "Trigger the run with a partition key the timetable makes (its key_format at a "
+            "tick), or pass partition_slice=<a function of the key returning (start, stop)>.")
+    return _timestamp(start), _timestamp(stop)
+
+
+def check_partition_slice(task_id: str, value: Any) -> PartitionSlice | None:
+    """``partition_slice`` as given (None or a callable).
+
+    Raises:
+        ConfigurationError: anything else, named.
+    """
+    if value is None or callable(value):
+        return value
+    raise ConfigurationError(
+        f"{task_id}: partition_slice={value!r} is not a function: pass a function of the "
+        "partition key returning its (start, stop), e.g. lambda key: (datetime.fromisoformat("
+        "key.split('|')[1]), ...), or None to read the partition of a CronPartitionTimetable.")
+
+
+def _sliced(task_id: str, key: str, partition_slice: PartitionSlice) -> tuple[Any, Any]:
+    """``partition_slice(key)``, checked: two bounds, each a spec or an aware datetime."""
+    try:
+        bounds = partition_slice(key)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"{task_id}: partition_slice failed for the partition key {key!r}: "
+            f"{type(exc).__name__}: {exc}. Make it return (start, stop) for every key the DAG's "
+            "runs have.") from exc
+    if not (isinstance(bounds, tuple | list) and len(bounds) == 2):
+        raise ConfigurationError(
+            f"{task_id}: partition_slice({key!r}) returned {bounds!r}: return a pair (start, "
+            "stop), each an aware datetime or an offset spec such as 'timestamp:...'.")
+    checked = []
+    for side, bound in zip(("start", "stop"), bounds, strict=True):
+        if isinstance(bound, datetime):
+            if bound.tzinfo is None:
+                raise ConfigurationError(
+                    f"{task_id}: partition_slice({key!r}) returned a {side} without a time zone "
+                    f"({bound.isoformat()}): return aware datetimes (tzinfo=UTC).")
+            bound = _timestamp(bound)
+        elif not isinstance(bound, str) or not bound:
+            raise ConfigurationError(
+                f"{task_id}: partition_slice({key!r}) returned the {side} {bound!r}: return an "
+                "aware datetime or an offset spec such as 'timestamp:...'.")
+        checked.append(bound)
+    return checked[0], checked[1]
+
+
+def _key_date(task_id: str, key: str, timetable: Any, zone: tzinfo) -> datetime:
+    """The partition start written in ``key`` (the timetable's ``key_format``, local time)."""
+    try:
+        return datetime.strptime(key, timetable.key_format).replace(tzinfo=zone)
+    except ValueError:
+        raise ConfigurationError(
+            f"{task_id}: the run's partition key {key!r} is not a time in the DAG's key_format "
+            f"{timetable.key_format!r}. Trigger the run with a key of that format (e.g. "
+            f"{datetime(2026, 3, 10, 9, tzinfo=UTC).strftime(timetable.key_format)!r}), or "
+            "pass partition_slice=<a function of the key returning (start, stop)>.") from None
+
+
+def _zone(timezone: str | tzinfo) -> tzinfo:
+    """The timetable's time zone (a name, or pendulum's Timezone/FixedTimezone: tzinfos)."""
+    return ZoneInfo(timezone) if isinstance(timezone, str) else timezone
+
+
+def _timestamp(moment: datetime) -> str:
+    """The offset spec of ``moment``: ``timestamp:<ISO 8601 in UTC>``."""
+    return f"timestamp:{moment.astimezone(UTC).isoformat()}"
