@@ -35,7 +35,7 @@ from airflow_provider_kafka_spark.offsets.cluster import (
 )
 from airflow_provider_kafka_spark.offsets.commit import committed_offsets
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig, check_timeout
-from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, Pin, read_pins
+from airflow_provider_kafka_spark.offsets.pins import PINS_TOPIC, Pin, PinsTopic
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import check_topic_name, shown
 
@@ -278,8 +278,8 @@ def audit(kafka_config: KafkaConfig | Mapping[str, Any], dag_id: str, task_id: s
             f"{kafka_config.cluster}: no run pinned ranges there. Check the pins topic's "
             f"name (the default is {PINS_TOPIC!r}) and that this is the cluster the DAG reads."
         )
-    pins = read_pins(kafka_config, admin, dag_id, task_id=task_id, since=since, topic=pins_topic,
-                     timeout=seconds)
+    pins = PinsTopic(kafka_config, admin, topic=pins_topic, timeout=seconds).pins_of(
+        dag_id, task_id=task_id, since=since)
     runs = tuple(AuditedRun.from_pin(pin) for pin in pins if pin.pinned_at >= since)
     named = sorted({(r.topic, r.partition) for run in runs for r in run.ranges})
     existing = [key for key in named if key[1] < counts.get(key[0], 0)]
@@ -289,7 +289,7 @@ def audit(kafka_config: KafkaConfig | Mapping[str, Any], dag_id: str, task_id: s
                                        isolation_level="read_uncommitted", timeout=seconds))
     partitions = audit_ranges(runs, log_starts)
     if group_id is not None and existing:
-        committed = committed_offsets(kafka_config, group_id, existing, kafka_config.cluster,
+        committed = committed_offsets(kafka_config, group_id, existing,
                                       time.monotonic() + seconds)
         partitions = tuple(replace(p, committed=committed.get((p.topic, p.partition)))
                            for p in partitions)

@@ -113,7 +113,7 @@ def commit_offsets(
         raise CommitError(str(exc)) from None
 
     try:
-        current = committed_offsets(kafka_config, group_id, sorted(wanted), cluster, deadline)
+        current = committed_offsets(kafka_config, group_id, sorted(wanted), deadline)
     except OffsetResolutionError as exc:
         raise CommitError(str(exc)) from None
     unchanged = {k: current[k] for k, stop in wanted.items()
@@ -193,10 +193,10 @@ def _check_commit_partitions(admin: AdminClient, cluster: str, wanted: Mapping[K
 
 
 def committed_offsets(kafka_config: KafkaConfig, group_id: str, partitions: list[Key],
-                      cluster: str, deadline: float) -> dict[Key, int]:
+                      deadline: float) -> dict[Key, int]:
     """The committed offsets of ``group_id`` on ``partitions``; partitions without one are
     absent. Transient coordinator errors are retried until ``deadline``
-    (``time.monotonic()``); ``cluster`` names the cluster in errors.
+    (``time.monotonic()``).
 
     Raises:
         OffsetResolutionError: the cluster did not answer by ``deadline``, or refused.
@@ -210,7 +210,7 @@ def committed_offsets(kafka_config: KafkaConfig, group_id: str, partitions: list
             result = retry_transient(lambda wait: group.committed(topic_partitions, wait), what,
                                      deadline)
         except KafkaException as exc:
-            raise cluster_failure(exc.args[0], what, cluster, otherwise,
+            raise cluster_failure(exc.args[0], what, kafka_config.cluster, otherwise,
                                   OffsetResolutionError) from None
     return {(tp.topic, tp.partition): tp.offset for tp in result if tp.offset >= 0}
 

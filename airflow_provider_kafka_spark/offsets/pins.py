@@ -25,8 +25,14 @@ scheduled run, a retry or a clear of a recent run reads minutes to days of pins;
 run a year old reads that year's pins of one partition (once). Without ``since`` a lookup
 reads the partition from its log start, as before.
 
+**Boundaries.** The same topic keeps the *boundary records* of the runs that tile
+(:mod:`~airflow_provider_kafka_spark.offsets.runs` says what they mean): where the runs of
+one task meet at an instant, written by the first run that resolved it, read by its neighbours.
+One operation goes through one :class:`PinsTopic`: its admin client, the topic's partition
+count asked once, one producer.
+
 **Retention.** None by time: the topic is compacted only, one record per run (plus one per
-interval boundary, :mod:`~airflow_provider_kafka_spark.offsets.runs`). Should an operator set
+interval boundary). Should an operator set
 ``retention.ms`` on it anyway, a clear of a run older than that finds no pin and resolves its
 specs again, as a first resolution (logged as such): ``timestamp:`` intervals give the same
 slice while their records are retained; ``latest`` and ``committed`` answer anew.
@@ -35,20 +41,22 @@ slice while their records are retained; ``latest`` and ``committed`` answer anew
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, PinnedRequestChangedError
-from airflow_provider_kafka_spark.offsets.cluster import admin_client
+from airflow_provider_kafka_spark.offsets.cluster import Key, admin_client
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     InternalRecord,
     durable_producer,
     ensure_compacted_topic,
+    log_start_offset,
     offset_for_time,
     partition_for,
     produce_durably,
@@ -69,6 +77,7 @@ scheduler and the brokers, and for a run resolved somewhat before the time it is
 
 _KEY_VERSION = 1
 _PIN_VERSION = 2  # {"pin": 2, "request": {...}, "ranges": {...}}; version 1 was bare ranges
+_BOUNDARY_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -107,48 +116,21 @@ def pinned_ranges(kafka_config: KafkaConfig | Mapping[str, Any], run: RunKey,
         PinnedRequestChangedError: the pin answers another request (names what changed).
     """
     config = KafkaConfig.of(kafka_config)
-    return lookup_pin(config, run, request, since=since, topic=topic, timeout=timeout,
-                      admin=admin_client(config)).ranges
+    pins = PinsTopic(config, admin_client(config), topic=topic, timeout=timeout)
+    return pins.pinned(run, request, since)
 
 
-@dataclass(frozen=True)
-class PinLookup:
-    """What :func:`lookup_pin` found: the pinned ranges (``None``: none), and how many records
-    of the pins topic it read to find them."""
+def pin_ranges(kafka_config: KafkaConfig | Mapping[str, Any], run: RunKey, ranges: OffsetRanges,
+               request: Mapping[str, str | None], *, topic: str = PINS_TOPIC,
+               timeout: float = 30.0) -> None:
+    """Store ``ranges``, the answer to ``request``, as the pinned ranges of ``run`` (replacing
+    earlier ones), durably: returns once every in-sync replica has the record.
 
-    ranges: OffsetRanges | None
-    scanned: int
-
-
-def lookup_pin(kafka_config: KafkaConfig, run: RunKey,
-               request: Mapping[str, str | None], *, since: datetime | None = None,
-               topic: str = PINS_TOPIC, timeout: float = 30.0,
-               admin: AdminClient) -> PinLookup:
-    """:func:`pinned_ranges`, with the count of records read; ``admin``: the operation's
-    admin client."""
-    partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
-                                        timeout=timeout)
-    key = run.encode()
-    partition = partition_for(key.decode(), partitions)
-    read = read_partition(kafka_config, topic, partition,
-                          start_offset=read_start(admin, topic, partition, since, timeout),
-                          keep=lambda k: k == key, timeout=timeout)
-    if not read.records or read.records[-1].value is None:
-        return PinLookup(None, read.scanned)
-    found = _decode_pin(run, read.records[-1], topic)
-    pinned_request, ranges = found.request, found.ranges
-    if pinned_request is not None and dict(pinned_request) != dict(request):
-        changes = "; ".join(
-            f"{name} {pinned_request.get(name)!r} -> {request.get(name)!r}"
-            for name in sorted(set(pinned_request) | set(request))
-            if pinned_request.get(name) != request.get(name))
-        raise PinnedRequestChangedError(
-            f"{run} first resolved another request than it makes now ({changes}); its pinned "
-            f"ranges (resolved at {ranges.resolved_at.isoformat()}) answer the old one. Nothing "
-            "was read. To read what the run asks for now, re-resolve it (re_resolve=True or the "
-            "Param re_resolve); to re-read the old slice, run it with its old settings."
-        )
-    return PinLookup(ranges, read.scanned)
+    Raises:
+        InternalTopicError: the pins topic could not be created or written.
+    """
+    config = KafkaConfig.of(kafka_config)
+    PinsTopic(config, admin_client(config), topic=topic, timeout=timeout).pin(run, ranges, request)
 
 
 @dataclass(frozen=True)
@@ -162,34 +144,179 @@ class Pin:
     pinned_at: datetime
 
 
-def read_pins(kafka_config: KafkaConfig, admin: AdminClient, dag_id: str, *,
-              task_id: str | None = None, since: datetime, topic: str = PINS_TOPIC,
-              timeout: float = 30.0) -> list[Pin]:
-    """The pins of ``dag_id`` (of ``task_id`` only, when given) written since
-    ``since - PIN_MARGIN``, the newest per run, ordered by ``pinned_at``.
+@dataclass(frozen=True)
+class Boundary:
+    """Where the runs of one task meet at ``millis``: ``offsets`` per partition, fixed by
+    ``fixed_by`` (the run that first resolved that instant, as its ``side``: start or stop)."""
 
-    Reads every partition of the pins topic from the offset its time index gives for that
-    moment: the cost is the pins written since then, whatever came before.
+    millis: int
+    offsets: Mapping[Key, int]
+    fixed_by: RunKey
+    side: str
+
+    def __str__(self) -> str:
+        return f"the {self.side} of {self.fixed_by}"
+
+
+class PinsTopic:
+    """The pins topic as one operation uses it: through the operation's ``admin`` client,
+    its partition count asked once (the topic is created on first use, compacted), one
+    durable producer made on the first write. ``scanned``: the records its lookups read.
+
+    It keeps the runs' pins (:meth:`pinned`, :meth:`pin`, :meth:`pins_of`) and the boundary
+    records of their tasks (:meth:`boundary`, :meth:`fix_boundaries`).
 
     Raises:
-        InternalTopicError: the pins topic could not be read, or holds a pin of this DAG that
-            another version of this package wrote.
+        InternalTopicError: the topic could not be created or its config read, or it is
+            not compacted.
     """
-    partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
-                                        timeout=timeout)
-    newest: dict[RunKey, InternalRecord] = {}
-    for partition in range(partitions):
-        read = read_partition(kafka_config, topic, partition,
-                              start_offset=read_start(admin, topic, partition, since, timeout),
-                              keep=lambda k: _pin_of(k, dag_id, task_id) is not None,
-                              timeout=timeout)
-        for record in read.records:
-            run = _pin_of(record.key, dag_id, task_id)
-            assert run is not None
-            newest[run] = record
-    pins = [_decode_pin(run, record, topic) for run, record in newest.items()
-            if record.value is not None]
-    return sorted(pins, key=lambda pin: (pin.pinned_at, str(pin.run)))
+
+    def __init__(self, kafka_config: KafkaConfig, admin: AdminClient, *,
+                 topic: str = PINS_TOPIC, timeout: float = 30.0) -> None:
+        self.kafka_config, self.admin = kafka_config, admin
+        self.topic, self.timeout = topic, timeout
+        self.partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
+                                                 timeout=timeout)
+        self.scanned = 0
+        self._producer: Producer | None = None
+
+    def pinned(self, run: RunKey, request: Mapping[str, str | None],
+               since: datetime | None = None) -> OffsetRanges | None:
+        """:func:`pinned_ranges`: the ranges pinned for ``run`` (``None``: none), answering
+        ``request``, looked for in what was written since ``since - PIN_MARGIN``."""
+        key = run.encode()
+        records = self._read(partition_for(key.decode(), self.partitions), since,
+                             lambda k: k == key)
+        if not records or records[-1].value is None:
+            return None
+        found = _decode_pin(run, records[-1], self.topic)
+        pinned_request, ranges = found.request, found.ranges
+        if pinned_request is not None and dict(pinned_request) != dict(request):
+            changes = "; ".join(
+                f"{name} {pinned_request.get(name)!r} -> {request.get(name)!r}"
+                for name in sorted(set(pinned_request) | set(request))
+                if pinned_request.get(name) != request.get(name))
+            raise PinnedRequestChangedError(
+                f"{run} first resolved another request than it makes now ({changes}); its "
+                f"pinned ranges (resolved at {ranges.resolved_at.isoformat()}) answer the old "
+                "one. Nothing was read. To read what the run asks for now, re-resolve it "
+                "(re_resolve=True or the Param re_resolve); to re-read the old slice, run it "
+                "with its old settings."
+            )
+        return ranges
+
+    def pin(self, run: RunKey, ranges: OffsetRanges, request: Mapping[str, str | None]) -> None:
+        """:func:`pin_ranges`."""
+        key = run.encode()
+        value = {"pin": _PIN_VERSION, "request": dict(request), "ranges": ranges.to_dict()}
+        reason = self._write(key.decode(), key, json.dumps(value, sort_keys=True).encode())
+        if reason is not None:
+            raise InternalTopicError(
+                f"could not pin the resolved ranges of {run} in {self.topic!r}: {reason}. "
+                "Nothing was read yet; retry the task."
+            )
+
+    def pins_of(self, dag_id: str, *, task_id: str | None = None,
+                since: datetime) -> list[Pin]:
+        """The pins of ``dag_id`` (of ``task_id`` only, when given) written since
+        ``since - PIN_MARGIN``, the newest per run, ordered by ``pinned_at``.
+
+        Reads every partition of the pins topic from the offset its time index gives for that
+        moment: the cost is the pins written since then, whatever came before.
+
+        Raises:
+            InternalTopicError: the pins topic could not be read, or holds a pin of this DAG
+                that another version of this package wrote.
+        """
+        newest: dict[RunKey, InternalRecord] = {}
+        for partition in range(self.partitions):
+            for record in self._read(partition, since,
+                                     lambda k: _pin_of(k, dag_id, task_id) is not None):
+                run = _pin_of(record.key, dag_id, task_id)
+                assert run is not None
+                newest[run] = record
+        pins = [_decode_pin(run, record, self.topic) for run, record in newest.items()
+                if record.value is not None]
+        return sorted(pins, key=lambda pin: (pin.pinned_at, str(pin.run)))
+
+    def boundary(self, run: RunKey, millis: int, since: datetime | None) -> Boundary | None:
+        """The first boundary record of ``run``'s task (and map index) at ``millis``, looked
+        for in what was written since ``min(since, millis) - PIN_MARGIN`` (``since`` ``None``:
+        since the log start); ``None``: no neighbour fixed that instant yet."""
+        prefix = _boundary_prefix(run, millis)
+        moment = datetime.fromtimestamp(millis / 1000, UTC)
+        head = prefix[:-1].encode() + b", "
+        records = self._read(partition_for(prefix, self.partitions),
+                             None if since is None else min(since, moment),
+                             lambda k: k.startswith(head))
+        for record in records:
+            if record.value is not None:
+                return self._decode_boundary(run, millis, record)
+        return None
+
+    def fix_boundaries(self, run: RunKey, sides: Mapping[str, tuple[int, Mapping[Key, int]]],
+                       since: datetime | None) -> dict[str, Boundary]:
+        """Write ``run``'s boundary record for each side (``{side: (millis, offsets)}``), then
+        return the boundary that won each instant (the first record in the log: this run's,
+        or a neighbour's written meanwhile; see :meth:`boundary` for ``since``).
+
+        Raises:
+            InternalTopicError: a record could not be written, or is not there when read back.
+        """
+        for side, (millis, offsets) in sides.items():
+            prefix = _boundary_prefix(run, millis)
+            key = json.dumps([*json.loads(prefix), run.run_id]).encode()
+            value = {"side": side, "offsets": [[t, p, o] for (t, p), o in sorted(offsets.items())]}
+            reason = self._write(prefix, key, json.dumps(value).encode())
+            if reason is not None:
+                raise InternalTopicError(
+                    f"could not record where {run} {side}s in {self.topic!r}: {reason}. "
+                    "Nothing was pinned or read; retry the task.")
+        winners: dict[str, Boundary] = {}
+        for side, (millis, _offsets) in sides.items():
+            winner = self.boundary(run, millis, since)
+            if winner is None:
+                raise InternalTopicError(
+                    f"the boundary record {run} just wrote to {self.topic!r} is not there "
+                    "when read back: the topic's records are being deleted. Check its "
+                    "cleanup.policy (compact) and retention; retry the task.")
+            winners[side] = winner
+        return winners
+
+    def _read(self, partition: int, since: datetime | None,
+              keep: Callable[[bytes], bool]) -> tuple[InternalRecord, ...]:
+        """The records of ``partition`` whose key ``keep`` accepts, written since
+        ``since - PIN_MARGIN`` (``None``: since the log start)."""
+        start = read_start(self.admin, self.topic, partition, since, self.timeout)
+        if start is None:
+            start = log_start_offset(self.admin, self.topic, partition, timeout=self.timeout)
+        read = read_partition(self.kafka_config, self.topic, partition, start_offset=start,
+                              keep=keep, timeout=self.timeout)
+        self.scanned += read.scanned
+        return read.records
+
+    def _write(self, partition_key: str, key: bytes, value: bytes) -> str | None:
+        """Produce one record, durably, to the partition of ``partition_key``: ``None``, else
+        why not."""
+        if self._producer is None:
+            self._producer = durable_producer(self.kafka_config)
+        return produce_durably(self._producer, self.topic,
+                               partition_for(partition_key, self.partitions), key, value,
+                               self.timeout)
+
+    def _decode_boundary(self, run: RunKey, millis: int, record: InternalRecord) -> Boundary:
+        assert record.value is not None
+        try:
+            *_, dag_id, task_id, map_index, _millis, run_id = json.loads(record.key)
+            value = json.loads(record.value)
+            offsets = {(str(t), int(p)): int(o) for t, p, o in value["offsets"]}
+            side = str(value["side"])
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InternalTopicError(
+                f"a boundary record of {run.dag_id}/{run.task_id} in {self.topic!r} at offset "
+                f"{record.offset} cannot be read ({exc}): another version of this package "
+                "wrote it. Resolve the run with explicit offsets.") from None
+        return Boundary(millis, offsets, RunKey(dag_id, task_id, run_id, map_index), side)
 
 
 def read_start(admin: AdminClient, topic: str, partition: int, since: datetime | None,
@@ -200,6 +327,13 @@ def read_start(admin: AdminClient, topic: str, partition: int, since: datetime |
         return None
     millis = int((since - PIN_MARGIN).timestamp() * 1000)
     return offset_for_time(admin, topic, partition, max(millis, 0), timeout=timeout)
+
+
+def _boundary_prefix(run: RunKey, millis: int) -> str:
+    """The start of the key of every boundary record of ``run``'s task at ``millis`` (the
+    writer's run id follows); the records of one instant share its partition."""
+    return json.dumps(["boundary", _BOUNDARY_VERSION, run.dag_id, run.task_id, run.map_index,
+                       millis])
 
 
 def _pin_of(key: bytes, dag_id: str, task_id: str | None) -> RunKey | None:
@@ -229,29 +363,3 @@ def _decode_pin(run: RunKey, record: InternalRecord, topic: str) -> Pin:
         ) from None
     return Pin(run, ranges, pinned_request,
                datetime.fromtimestamp(record.timestamp_ms / 1000, UTC))
-
-
-def pin_ranges(kafka_config: KafkaConfig | Mapping[str, Any], run: RunKey, ranges: OffsetRanges,
-               request: Mapping[str, str | None], *, topic: str = PINS_TOPIC,
-               timeout: float = 30.0, admin: AdminClient | None = None) -> None:
-    """Store ``ranges``, the answer to ``request``, as the pinned ranges of ``run`` (replacing
-    earlier ones), durably: returns once every in-sync replica has the record. ``admin``: the
-    caller's admin client (``None``: a new one).
-
-    Raises:
-        InternalTopicError: the pins topic could not be created or written.
-    """
-    kafka_config = KafkaConfig.of(kafka_config)
-    admin = admin if admin is not None else admin_client(kafka_config)
-    partitions = ensure_compacted_topic(admin, topic, partitions=PINS_PARTITIONS,
-                                        timeout=timeout)
-    key = run.encode()
-    value = {"pin": _PIN_VERSION, "request": dict(request), "ranges": ranges.to_dict()}
-    reason = produce_durably(durable_producer(kafka_config), topic,
-                             partition_for(key.decode(), partitions), key,
-                             json.dumps(value, sort_keys=True).encode(), timeout)
-    if reason is not None:
-        raise InternalTopicError(
-            f"could not pin the resolved ranges of {run} in {topic!r}: {reason}. Nothing was "
-            "read yet; retry the task."
-        )

@@ -209,7 +209,7 @@ def resolve_request(
     partitions = request.subscription.select(partition_counts(admin, cluster, seconds))
     lookup = OffsetLookup(admin, cluster, partitions, level, deadline)
 
-    committed = (committed_offsets(kafka_config, group_id, partitions, cluster, deadline)
+    committed = (committed_offsets(kafka_config, group_id, partitions, deadline)
                  if group_id and "group" in (start_spec.reads(), stop_spec.reads()) else {})
     context = offset_specs.LookupContext(lookup, committed, recorded)
     starts = start_spec.lookup(context, partitions, "starting")

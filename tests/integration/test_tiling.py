@@ -21,7 +21,7 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.offsets.internal_topics import ensure_compacted_topic
-from airflow_provider_kafka_spark.offsets.pins import PINS_PARTITIONS, RunKey
+from airflow_provider_kafka_spark.offsets.pins import PINS_PARTITIONS, PinsTopic, RunKey
 from airflow_provider_kafka_spark.offsets.runs import RunRequest, resolve_run
 from airflow_provider_kafka_spark.operators.resolve import KafkaResolveOffsetsOperator
 from tools.kafka_records import MINUTE_MS, produce, transactional_producer, wait_for_markers
@@ -155,12 +155,10 @@ def test_a_boundary_another_run_fixed_first_wins(kafka_config, new_topic):
     subscription = Subscription.topics([topic])
     # The neighbour stopped at offset 2 when records 2.. had not arrived yet.
     from airflow_provider_kafka_spark.offsets.config import KafkaConfig
-    from airflow_provider_kafka_spark.offsets.runs import _Boundaries
 
-    config = KafkaConfig.of(kafka_config)  # what resolve_run hands its boundaries, with its admin
-    admin = admin_client(config)
-    winners = _Boundaries(config, neighbour, None, "_kafka_spark_pins", 30, admin=admin).fix(
-        {"stop": (at(5), {(topic, 0): 2})})
+    config = KafkaConfig.of(kafka_config)  # what resolve_run hands its pins topic, with its admin
+    pins = PinsTopic(config, admin_client(config))
+    winners = pins.fix_boundaries(neighbour, {"stop": (at(5), {(topic, 0): 2})}, None)
     assert winners["stop"].fixed_by == neighbour
     resolution = resolve_run(kafka_config, run,
                              RunRequest(subscription, Timestamp(at(5)), Timestamp(at(10))))
@@ -168,8 +166,7 @@ def test_a_boundary_another_run_fixed_first_wins(kafka_config, new_topic):
     assert resolution.start_boundary.fixed_by == neighbour
     assert spans(resolution.ranges) == {0: (2, 4)}
     # A record this run writes for an instant already fixed loses to the first one.
-    again = _Boundaries(config, run, None, "_kafka_spark_pins", 30, admin=admin).fix(
-        {"start": (at(5), {(topic, 0): 3})})
+    again = pins.fix_boundaries(run, {"start": (at(5), {(topic, 0): 3})}, None)
     assert again["start"].fixed_by == neighbour and again["start"].offsets == {(topic, 0): 2}
 
 
