@@ -9,8 +9,9 @@ An *interval watcher* (in Airflow: the trigger of a Kafka interval asset,
 of the interval-complete sensor. Three things make that exact:
 
 **The announcement** (:class:`Announcement`): a JSON payload with the watcher's name, its
-subscription and the interval's bounds (or, for a watcher that cannot start, the error). The
-runs it starts read the bounds back with :meth:`Announcement.from_payload`.
+subscription and the interval's bounds (or, for a watcher that cannot start, the error), and
+the interval's start as ``partition_key`` (:func:`partition_key`). The runs it starts read the
+bounds back with :meth:`Announcement.from_payload`.
 
 **The watcher's position** (:func:`read_position`, :func:`record_position`): the start of the
 next interval to announce, kept under the watcher's name in the compacted topic
@@ -22,11 +23,11 @@ changes nothing) and after each announcement. A watcher that restarts, after a c
 outage of any length, resumes at its position: every interval that completed meanwhile is
 announced, in order.
 
-*Ordering.* The announcement goes first, the new position is recorded after it (in the
-trigger, :data:`HANDOFF_S` later: time for Airflow to store the event). A crash between the
-two announces that interval a second time on restart; the reverse order could skip it forever
-(recorded, but the event lost with the crashed process). So an interval is announced **at
-least once**, and a second announcement is made harmless by the claims.
+*Ordering.* The announcement goes first, the new position is recorded after it, once Airflow
+has stored the event (in the trigger: when Airflow's triggerer confirms it, never on a timer).
+A crash between the two announces that interval a second time on restart; the reverse order
+could skip it forever (recorded, but the event lost with the crashed process). So an interval
+is announced **at least once**, and a second announcement is made harmless by the claims.
 
 **Claims** (:func:`claim_intervals`): before a run started by announcements resolves, it
 claims each announced interval for its task in the pins topic; the first claim of an interval
@@ -68,15 +69,13 @@ WATCHERS_TOPIC_CONFIG = {"segment.ms": str(60 * 60 * 1000)}
 """Hourly segments: the broker compacts closed segments only, so short ones keep the topic at
 about one record per watcher (a default segment stays open for a week)."""
 
-HANDOFF_S = 5.0
-"""How long after handing an announcement over the watcher waits before recording its new
-position. Airflow's triggerer passes a trigger's events to its supervisor about once a second,
-which stores them at once; a crash within this window announces the interval again (harmless,
-see the module doc), a crash after it does not."""
-
 PAYLOAD_KEY = "kafka_spark_interval"
 """The key that marks an event payload as an :class:`Announcement` (its value: the format
 version)."""
+
+PARTITION_KEY_FORMAT = "%Y-%m-%dT%H:%M:%S"
+"""How an announcement names its interval as a partition key: the start in UTC, in the format
+of the default ``key_format`` of Airflow's ``CronPartitionTimetable``."""
 
 _PAYLOAD_VERSION = 1
 _POSITION_VERSION = 1
@@ -139,7 +138,8 @@ class Announcement:
 
     def to_payload(self) -> dict[str, Any]:
         """The JSON-ready event payload (Airflow keeps it as the asset event's
-        ``extra["payload"]``)."""
+        ``extra["payload"]``). Airflow 3.3 gives an event from a trigger no partition key, so
+        the interval's :func:`partition_key` rides in the payload as ``partition_key``."""
         payload: dict[str, Any] = {PAYLOAD_KEY: _PAYLOAD_VERSION, "watcher": self.watcher,
                                    "subscription": self.subscription}
         if self.interval is None:
@@ -147,7 +147,8 @@ class Announcement:
         interval = self.interval
         return {**payload, "status": "complete", "start": iso_millis(interval.start_ms),
                 "end": iso_millis(interval.end_ms), "start_ms": interval.start_ms,
-                "end_ms": interval.end_ms, "idle": [[t, p] for t, p in self.idle]}
+                "end_ms": interval.end_ms, "partition_key": partition_key(interval),
+                "idle": [[t, p] for t, p in self.idle]}
 
     @classmethod
     def from_payload(cls, payload: Any) -> Announcement | None:
@@ -174,6 +175,12 @@ class Announcement:
                 "another version of this package announced it. Run the interval with the "
                 "Params start and stop instead.") from None
         return cls(watcher, subscription, interval, idle)
+
+
+def partition_key(interval: Interval) -> str:
+    """The partition key naming ``interval``: its start in UTC as
+    :data:`PARTITION_KEY_FORMAT`, e.g. ``2024-05-01T10:00:00`` (milliseconds dropped)."""
+    return interval.start.strftime(PARTITION_KEY_FORMAT)
 
 
 @dataclass(frozen=True)

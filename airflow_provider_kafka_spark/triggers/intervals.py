@@ -17,11 +17,26 @@ expression in a time zone) and, for the next interval ``[start, end)``:
    is), or, with ``idle_timeout``, a partition quiet for that long;
 3. yields one event whose payload is the
    :class:`~airflow_provider_kafka_spark.offsets.intervals.Announcement` of the interval
-   (``start``, ``end`` and their epoch millis; Airflow turns it into an asset event with
-   ``extra={"from_trigger": True, "payload": {...}}``), and, :data:`HANDOFF_S` later, records
-   ``end`` as its position (:mod:`~airflow_provider_kafka_spark.offsets.intervals`);
-4. goes on with the next interval at once: after an outage it announces every interval that
-   completed meanwhile, one at a time.
+   (``start``, ``end``, their epoch millis and ``partition_key``; Airflow turns it into an
+   asset event with ``extra={"from_trigger": True, "payload": {...}}``), and once Airflow has
+   stored that event, records ``end`` as its position
+   (:mod:`~airflow_provider_kafka_spark.offsets.intervals`);
+4. goes on with the next interval: after an outage it announces every interval that completed
+   meanwhile, one at a time, each once the previous one is stored.
+
+**Stored, then recorded.** Airflow 3.3's triggerer tells a trigger that one of its events is
+stored in the metadata database only through a shared stream in ack mode
+(:mod:`airflow.triggers.shared_stream`): the trigger's
+:meth:`~KafkaIntervalEventTrigger.create_shared_stream_producer` yields raw events, its
+:meth:`~KafkaIntervalEventTrigger.filter_shared_stream` turns them into trigger events, and the
+producer's ``advance`` is called once the supervisor has committed them
+(``Trigger.submit_event``). The watcher's loop (:class:`_Announcer`) is that producer: its
+position moves past an announcement in ``advance`` and nowhere else. A triggerer that dies
+before the event is stored, however long storing takes, leaves the position before it: the
+next triggerer announces the interval again (a second announcement of a stored one is claimed
+away by the runs). If the triggerer gives up waiting (``[triggerer]
+shared_stream_ack_timeout``, 300 s by default), the trigger fails and Airflow starts it again
+from its position.
 
 **First start.** A watcher without a recorded position (its name never ran) starts with the
 interval that contains ``start``, or, without ``start``, the interval in progress at that
@@ -47,19 +62,22 @@ never blocks.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
+from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
 from croniter import CroniterBadDateError, croniter
 
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     InternalTopicError,
+    KafkaSparkError,
     OffsetResolutionError,
     OffsetSpecError,
 )
@@ -70,7 +88,6 @@ from airflow_provider_kafka_spark.offsets.completeness import (
     check_interval_complete,
 )
 from airflow_provider_kafka_spark.offsets.intervals import (
-    HANDOFF_S,
     WATCHERS_TOPIC,
     Announcement,
     Interval,
@@ -219,7 +236,9 @@ def start_millis(owner: str, start: Any) -> int | None:
 
 class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
     """Announce every complete interval of a subscription, in order, once (see the module
-    doc): the trigger of a Kafka interval asset's watcher.
+    doc): the trigger of a Kafka interval asset's watcher. It runs as a shared stream in ack
+    mode (:mod:`airflow.triggers.shared_stream`): its :class:`_Announcer` moves the watcher's
+    position past an announcement only once Airflow has stored the event.
 
     :param watcher: the watcher's name, under which its position is kept (the asset's name):
         a watcher keeps its place as long as its name stays, whatever else changes.
@@ -256,45 +275,126 @@ class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
                 "start": None if self.start_ms is None else iso_millis(self.start_ms),
                 "idle_timeout": self.idle_timeout, "state_topic": self.state_topic}
 
+    def shared_stream_key(self) -> Hashable:
+        """One stream per trigger: its class and arguments."""
+        classpath, kwargs = self.serialize()
+        return classpath, json.dumps(kwargs, sort_keys=True)
+
+    @classmethod
+    def create_shared_stream_producer(cls, kwargs: dict[str, Any]) -> SharedStreamProducer:
+        """The watcher's loop (:class:`_Announcer`), for the triggerer's shared stream in ack
+        mode."""
+        return _Announcer(cls(**kwargs))
+
+    async def filter_shared_stream(self, shared_stream: AsyncIterator[Any]
+                                   ) -> AsyncIterator[TriggerEvent]:
+        """One event per announcement payload of the stream."""
+        async for payload in shared_stream:
+            # Airflow 3.3 stores an event from a trigger without a partition key: the key rides
+            # in the payload (``partition_key``) until a TriggerEvent can carry one.
+            yield TriggerEvent(payload)
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Announce intervals forever (see the module doc)."""
-        subscription = str(self.subscription)
-        kafka_config: Mapping[str, Any] | None = None
+        """Not used: Airflow's triggerer runs this trigger as a shared stream (see
+        :meth:`filter_shared_stream`), the only way it learns that an event is stored."""
+        raise ConfigurationError(
+            f"{type(self).__name__} runs in Airflow's triggerer as a shared stream in ack mode "
+            "(Airflow 3.3 or later), which tells it when an event is stored; run() is not used. "
+            "Schedule a DAG on kafka_interval_asset(...) instead of calling run().")
+        yield  # pragma: no cover  (an async generator)
+
+
+@dataclass(frozen=True)
+class _Handoff:
+    """What an announcement hands to :meth:`_Announcer.advance`: what it announced and the
+    position to record once Airflow has stored it (``None``: none to record)."""
+
+    what: str
+    position: WatcherPosition | None
+
+
+class _Announcer(SharedStreamProducer):
+    """The watcher's loop (see the module doc): yields each announcement with its
+    :class:`_Handoff`, then waits until Airflow has stored the event, which the triggerer
+    tells :meth:`advance`; that records the new position and lets the loop go on. So at most
+    one announcement is in flight, and a position never passes an event Airflow has not
+    stored, however long storing takes."""
+
+    def __init__(self, trigger: KafkaIntervalEventTrigger) -> None:
+        self.trigger = trigger
+        self.log = trigger.log
+        self.kafka_config: Mapping[str, Any] | None = None
+        self.stored = asyncio.Event()
+
+    async def open_stream(self) -> AsyncIterator[tuple[dict[str, Any], _Handoff]]:
+        async for payload, handoff in self._announcements():
+            self.stored.clear()
+            yield payload, handoff
+            await self.stored.wait()
+
+    async def advance(self, batch: Sequence[AdvanceItem]) -> None:
+        """Record the positions of the announcements Airflow has stored, in order.
+
+        Raises:
+            KafkaSparkError: an announcement was not stored (the triggerer gave up waiting, see
+                ``[triggerer] shared_stream_ack_timeout``): the trigger fails and Airflow starts
+                it again, from the position recorded before that announcement.
+        """
+        for item in batch:
+            handoff: _Handoff = item.broker_payload
+            if not item.outcome.is_clean:
+                raise KafkaSparkError(
+                    f"{self.trigger.watcher}: Airflow did not confirm that it stored the "
+                    f"announcement of {handoff.what} ({item.outcome}); the watcher starts again "
+                    "from its recorded position and announces it again.")
+            if handoff.position is not None:
+                assert self.kafka_config is not None
+                await self._record(self.kafka_config, handoff.position)
+                self.log.info("Airflow stored the announcement of %s: %s now stands at %s",
+                              handoff.what, self.trigger.watcher,
+                              iso_millis(handoff.position.next_start_ms))
+        self.stored.set()
+
+    async def _announcements(self) -> AsyncIterator[tuple[dict[str, Any], _Handoff]]:
+        """Announce intervals forever (see the module doc); each is yielded once the previous
+        one is stored."""
+        trigger = self.trigger
+        subscription = str(trigger.subscription)
         announced: str | None = None
-        while kafka_config is None:
+        while self.kafka_config is None:
             try:
-                kafka_config = await KafkaHook(self.kafka_conn_id).aget_kafka_config()
+                self.kafka_config = await KafkaHook(trigger.kafka_conn_id).aget_kafka_config()
             except ConfigurationError as exc:
                 # Without a config no position can be read or recorded: such an error is
                 # announced once per start of the trigger.
                 if str(exc) != announced:
                     announced = str(exc)
-                    yield self._error_event(announced)
+                    yield self._error_payload(announced), _Handoff("an error", None)
                 self.log.error("%s; checking the connection again in %ss", exc,
-                               self.poll_interval)
-                await asyncio.sleep(self.poll_interval)
+                               trigger.poll_interval)
+                await asyncio.sleep(trigger.poll_interval)
+        kafka_config = self.kafka_config
         position = await self._start_position(kafka_config)
         while True:
             problem = await self._blocking(self._subscription_problem, kafka_config)
             if problem is _TRANSIENT:
-                await asyncio.sleep(self.poll_interval)
+                await asyncio.sleep(trigger.poll_interval)
                 continue
             if problem != position.error:
-                if problem is not None:
-                    yield self._error_event(str(problem))
-                    await asyncio.sleep(HANDOFF_S)
-                else:
-                    self.log.info("%s: the earlier error is gone", self.watcher)
                 position = WatcherPosition(position.next_start_ms,
                                            None if problem is None else str(problem))
-                await self._record(kafka_config, position)
+                if problem is not None:
+                    yield self._error_payload(str(problem)), _Handoff("an error", position)
+                else:
+                    self.log.info("%s: the earlier error is gone", trigger.watcher)
+                    await self._record(kafka_config, position)
             if problem is not None:
                 self.log.error("%s cannot announce intervals: %s (checking again in %ss)",
-                               self.watcher, problem, self.poll_interval)
-                await asyncio.sleep(self.poll_interval)
+                               trigger.watcher, problem, trigger.poll_interval)
+                await asyncio.sleep(trigger.poll_interval)
                 continue
             interval = Interval(position.next_start_ms,
-                                self.grid.next_after(position.next_start_ms))
+                                trigger.grid.next_after(position.next_start_ms))
             wait_ms = interval.end_ms - int(time.time() * 1000)
             if wait_ms > 0:
                 self.log.info("Next interval %s of %s: complete at the earliest when it ends, "
@@ -302,30 +402,28 @@ class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
                 await asyncio.sleep(wait_ms / 1000)
                 continue
             check = await self._blocking(check_interval_complete, kafka_config,
-                                         self.subscription, interval.end_ms, self.idle_timeout,
-                                         timeout=CLUSTER_TIMEOUT_S)
+                                         trigger.subscription, interval.end_ms,
+                                         trigger.idle_timeout, timeout=CLUSTER_TIMEOUT_S)
             if check is _TRANSIENT or not check.done:
                 if check is not _TRANSIENT:
                     self.log.info("Interval %s not complete: %s", interval, check.waiting_for)
-                await asyncio.sleep(self.poll_interval)
+                await asyncio.sleep(trigger.poll_interval)
                 continue
-            announcement = Announcement(self.watcher, subscription, interval,
+            announcement = Announcement(trigger.watcher, subscription, interval,
                                         idle=tuple((t, p) for t, p in check.payload["idle"]))
-            yield TriggerEvent(announcement.to_payload())
-            self.log.info("Announced %s of %s (partitions complete by idleness: %s); recording "
-                          "the position in %ss", interval, subscription,
-                          check.payload["idle"] or "none", HANDOFF_S)
-            await asyncio.sleep(HANDOFF_S)
             position = WatcherPosition(interval.end_ms)
-            await self._record(kafka_config, position)
+            self.log.info("Announced %s of %s (partitions complete by idleness: %s); the "
+                          "position moves once Airflow has stored the event", interval,
+                          subscription, check.payload["idle"] or "none")
+            yield announcement.to_payload(), _Handoff(str(interval), position)
 
-    def _error_event(self, message: str) -> TriggerEvent:
-        text = (f"the watcher {self.watcher!r} of {self.subscription} announces nothing: "
-                f"{message} It checks again every {self.poll_interval:g}s and announces the "
+    def _error_payload(self, message: str) -> dict[str, Any]:
+        trigger = self.trigger
+        text = (f"the watcher {trigger.watcher!r} of {trigger.subscription} announces nothing: "
+                f"{message} It checks again every {trigger.poll_interval:g}s and announces the "
                 "intervals once this is fixed.")
         self.log.error("%s", text)
-        return TriggerEvent(Announcement(self.watcher, str(self.subscription),
-                                         error=text).to_payload())
+        return Announcement(trigger.watcher, str(trigger.subscription), error=text).to_payload()
 
     def _subscription_problem(self, kafka_config: Mapping[str, Any]) -> str | None:
         """Why the cluster does not have the subscription (an unknown topic, a pattern
@@ -337,7 +435,7 @@ class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
         except ConfigurationError as exc:  # a config librdkafka refuses, credentials refused
             return str(exc)
         try:
-            self.subscription.select(counts)
+            self.trigger.subscription.select(counts)
         except OffsetResolutionError as exc:
             return str(exc)
         return None
@@ -349,45 +447,50 @@ class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
             return await asyncio.to_thread(function, *args, **kwargs)
         except (OffsetResolutionError, InternalTopicError) as exc:
             self.log.warning("%s: the cluster did not answer (%s); trying again in %ss",
-                             self.watcher, exc, self.poll_interval)
+                             self.trigger.watcher, exc, self.trigger.poll_interval)
             return _TRANSIENT
 
     async def _start_position(self, kafka_config: Mapping[str, Any]) -> WatcherPosition:
         """The recorded position; on the first start, the anchor (recorded first)."""
+        trigger = self.trigger
         while True:
             try:
-                found = await asyncio.to_thread(read_position, kafka_config, self.watcher,
-                                                topic=self.state_topic,
+                found = await asyncio.to_thread(read_position, kafka_config, trigger.watcher,
+                                                topic=trigger.state_topic,
                                                 timeout=CLUSTER_TIMEOUT_S)
             except (InternalTopicError, ConfigurationError) as exc:
                 self.log.warning("%s: cannot read its position (%s); trying again in %ss",
-                                 self.watcher, exc, self.poll_interval)
-                await asyncio.sleep(self.poll_interval)
+                                 trigger.watcher, exc, trigger.poll_interval)
+                await asyncio.sleep(trigger.poll_interval)
                 continue
             if found is not None:
-                self.log.info("%s resumes at %s (%s)", self.watcher,
-                              iso_millis(found.next_start_ms), self.grid)
+                self.log.info("%s resumes at %s (%s)", trigger.watcher,
+                              iso_millis(found.next_start_ms), trigger.grid)
                 return found
-            origin = self.start_ms if self.start_ms is not None else int(time.time() * 1000)
-            anchor = WatcherPosition(self.grid.floor(origin))
+            origin = trigger.start_ms if trigger.start_ms is not None \
+                else int(time.time() * 1000)
+            anchor = WatcherPosition(trigger.grid.floor(origin))
             self.log.info("%s starts for the first time: the first interval announced starts at "
-                          "%s (%s)", self.watcher, iso_millis(anchor.next_start_ms), self.grid)
+                          "%s (%s)", trigger.watcher, iso_millis(anchor.next_start_ms),
+                          trigger.grid)
             await self._record(kafka_config, anchor)
             return anchor
 
     async def _record(self, kafka_config: Mapping[str, Any], position: WatcherPosition) -> None:
         """Record ``position``, trying again every ``poll_interval`` until it is recorded
         (nothing is announced meanwhile)."""
+        trigger = self.trigger
         while True:
             try:
-                await asyncio.to_thread(record_position, kafka_config, self.watcher, position,
-                                        topic=self.state_topic, timeout=CLUSTER_TIMEOUT_S)
+                await asyncio.to_thread(record_position, kafka_config, trigger.watcher,
+                                        position, topic=trigger.state_topic,
+                                        timeout=CLUSTER_TIMEOUT_S)
                 return
             except (InternalTopicError, ConfigurationError) as exc:
                 self.log.warning("%s: cannot record its position %s (%s); trying again in %ss",
-                                 self.watcher, iso_millis(position.next_start_ms), exc,
-                                 self.poll_interval)
-                await asyncio.sleep(self.poll_interval)
+                                 trigger.watcher, iso_millis(position.next_start_ms), exc,
+                                 trigger.poll_interval)
+                await asyncio.sleep(trigger.poll_interval)
 
 
 class _Transient:

@@ -1,12 +1,15 @@
 """Schedule on data in the real scheduler and triggerer: a DAG scheduled on a Kafka interval asset
 (15-second intervals) gets exactly one run per complete interval, each started as soon as its
 interval is complete (an open transaction inside an interval holds it back until it commits),
-each resolving exactly its interval's offsets; the triggerer is SIGKILLed between two intervals
-and started again, and the interval that completed meanwhile gets exactly one run, none twice. A
-second announcement of an interval (posted through the REST API as the triggerer would post it
-after a crash between announcing and recording) starts a run whose resolve task finds the
-interval claimed and is skipped. A zero interval is an import error of its DAG; an unknown
-topic is an error announcement whose run fails with the watcher's message.
+each resolving exactly its interval's offsets. The triggerer announces an interval while the
+metadata DB cannot store the event (its ``asset_event`` table locked past the 5 s the watcher
+used to wait before recording its position) and is SIGKILLed then: the triggerer started again
+announces that interval again, and it and the one that completed meanwhile get exactly one run
+each, none twice. A second announcement of an interval (posted through the REST API as the
+triggerer would post it after a crash between storing it and recording its position) starts a
+run whose resolve task finds the interval claimed and is skipped. A zero interval is an import
+error of its DAG; an unknown topic is an error announcement whose run fails with the watcher's
+message.
 
 The DAG is the example ``kafka_hourly_on_data`` without its Spark tasks: what a run reads is the
 resolve task's ranges (the ingest reads exactly those, as tests/dags and test_scheduled_run
@@ -22,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg2
 import pytest
 
 from airflow_provider_kafka_spark.offsets.intervals import Interval, WatcherPosition, read_position
@@ -39,6 +43,10 @@ LEAD_S = 10  # from writing the DAG files to the first interval's start; the wat
 # How soon after its interval is complete a run must exist: the watcher polls every second,
 # the scheduler creates the run on its next loop.
 PROMPT_S = 12.0
+# After the kill, the new triggerer takes over the watcher once the dead one's heartbeat is 30 s
+# old (triggerer_health_check_threshold): that much later.
+TAKEOVER_S = 50.0
+OLD_HANDOFF_S = 5.0  # how long the watcher used to wait before recording its position
 
 DAG_FILE = '''
 import pendulum
@@ -103,6 +111,29 @@ def consumed_events(airflow: AirflowApi, dag_id: str, run: dict[str, Any]) -> li
                "/upstreamAssetEvents")["asset_events"]]
 
 
+def hold_asset_events(database: str) -> Any:
+    """A transaction of the metadata DB (``database``: the stack's SQLAlchemy URL) holding its
+    ``asset_event`` table in SHARE mode: Airflow reads asset events but stores none until it
+    ends, a database too slow to store for as long as the test wants. End it with
+    ``rollback()`` and ``close()``."""
+    connection = psycopg2.connect(database.replace("postgresql+psycopg2://", "postgresql://"))
+    connection.cursor().execute("LOCK TABLE asset_event IN SHARE MODE")
+    return connection
+
+
+def wait_for_blocked_store(connection: Any, timeout: float = 60.0) -> None:
+    """Until some session waits to write ``asset_event`` (the triggerer storing an event)."""
+    deadline = time.monotonic() + timeout
+    cursor = connection.cursor()
+    while True:
+        cursor.execute("SELECT count(*) FROM pg_locks WHERE NOT granted "
+                       "AND relation = 'asset_event'::regclass")
+        if cursor.fetchone()[0]:
+            return
+        assert time.monotonic() < deadline, "no event was announced while the table was locked"
+        time.sleep(0.3)
+
+
 def wait_for_position(kafka_config: dict[str, Any], name: str, expected: WatcherPosition,
                       timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
@@ -160,21 +191,31 @@ def test_one_run_per_complete_interval_held_back_by_an_open_transaction_and_acro
         assert len(runs(airflow, dag_id)) == 1, "interval 1 ran while a transaction was open"
         txn.commit_transaction(30)
         complete.append(time.time())
-        # Interval 2.
+        # Interval 2 completes while the metadata DB cannot store events. The triggerer
+        # announces it and waits, past the 5 s after which the watcher used to record its
+        # position; its position stays before interval 2. Then the triggerer dies (SIGKILL),
+        # the event unstored, and comes back.
         sleep_until(ends[2] + 2000)
-        produce(kafka_config, topic, [(0, b"a3", b"a3", ends[2] + 1000),
-                                      (1, b"b3", b"b3", ends[2] + 1000)])
-        complete.append(time.time())
-        # Once interval 2's position is recorded, the triggerer dies (SIGKILL) and comes back.
-        # It takes over the watcher when the dead one's heartbeat is stale (30 s).
-        wait_for_position(kafka_config, uri, WatcherPosition(ends[2]))
-        pid = kill(airflow.stack, "triggerer")
-        killed = time.time()
+        database = hold_asset_events(airflow.stack.database)
+        try:
+            produce(kafka_config, topic, [(0, b"a3", b"a3", ends[2] + 1000),
+                                          (1, b"b3", b"b3", ends[2] + 1000)])
+            complete.append(time.time())
+            wait_for_blocked_store(database)
+            time.sleep(OLD_HANDOFF_S + 1)
+            assert read_position(kafka_config, uri) == WatcherPosition(ends[1]), \
+                "the position moved past an event Airflow has not stored"
+            pid = kill(airflow.stack, "triggerer")
+            killed = time.time()
+        finally:
+            database.rollback()
+            database.close()
         relaunch(airflow.stack, "triggerer")
-        # Meanwhile interval 1 is announced a second time, as after a crash between announcing
-        # and recording it: the event the triggerer would store, through the REST API.
+        # Meanwhile interval 1 is announced a second time, as after a crash between storing
+        # its event and recording the position: the event the triggerer would store, through
+        # the REST API.
         asset_id, announced = asset_events(airflow, uri)
-        assert len(announced) == 3 and len(runs(airflow, dag_id)) == 3
+        assert len(announced) == 2 and len(runs(airflow, dag_id)) == 2
         again = airflow.call("POST", "/api/v2/assets/events", {"asset_id": asset_id, "extra": {
             "from_trigger": True, "payload": announced[1]["extra"]["payload"]}})
         # Interval 3 completes while no watcher runs. Interval 4 never completes (no record
@@ -206,15 +247,18 @@ def test_one_run_per_complete_interval_held_back_by_an_open_transaction_and_acro
     assert "is read by the run that claimed it first" in log, log[-2000:]
 
     # Exactly one announcement and one run per complete interval, in order, none twice; each
-    # announced as soon as complete, never before (interval 1 waited for the commit); interval
-    # 3 by the restarted triggerer.
+    # announced as soon as complete, never before (interval 1 waited for the commit);
+    # intervals 2 (again: its first event was never stored) and 3 by the restarted triggerer.
     assert [(e["extra"]["payload"]["start"], e["extra"]["payload"]["end"]) for e in events] == [
         (iso(g0), iso(ends[0])), (iso(ends[0]), iso(ends[1])), (iso(ends[1]), iso(ends[2])),
         (iso(ends[2]), iso(ends[3]))], events
+    assert [e["extra"]["payload"]["partition_key"] for e in events] == [
+        datetime.fromtimestamp(g0 / 1000 + k * EVERY_S, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        for k in range(4)]
     for k, event in enumerate(events):
         delay = stamp(event["timestamp"]) - complete[k]
-        assert 0 < delay < PROMPT_S + (40 if k == 3 else 0), (k, delay, event)
-    assert stamp(events[3]["timestamp"]) > killed
+        assert 0 < delay < PROMPT_S + (TAKEOVER_S if k >= 2 else 0), (k, delay, event)
+    assert stamp(events[2]["timestamp"]) > killed
     assert len(found) == 5 and all(r["run_type"] == "asset_triggered" for r in found), found
     assert [r["state"] for r in finished] == ["success"] * 4, [
         airflow.failure_report(dag_id, r["dag_run_id"]) for r in finished]

@@ -141,7 +141,8 @@ def test_an_announcement_round_trips_and_other_payloads_are_not_one() -> None:
     assert payload == {"kafka_spark_interval": 1, "watcher": "w", "subscription": "topics:orders",
                        "status": "complete", "start": "2024-05-01T10:00:00.000Z",
                        "end": "2024-05-01T11:00:00.000Z", "start_ms": T0_MS,
-                       "end_ms": T0_MS + HOUR_MS, "idle": [["orders", 2]]}
+                       "end_ms": T0_MS + HOUR_MS, "partition_key": "2024-05-01T10:00:00",
+                       "idle": [["orders", 2]]}
     assert Announcement.from_payload(payload) == announced
     error = Announcement("w", "topics:orders", error="unknown topic")
     assert Announcement.from_payload(error.to_payload()) == error
