@@ -71,7 +71,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
-from airflow.triggers.shared_stream import AdvanceItem, SharedStreamProducer
+from airflow.triggers.shared_stream import AdvanceItem, SharedStreamManager, SharedStreamProducer
 from croniter import CroniterBadDateError, croniter
 
 from airflow_provider_kafka_spark.errors import (
@@ -260,6 +260,12 @@ class KafkaIntervalEventTrigger(KafkaBaseTrigger, BaseEventTrigger):
                  state_topic: str = WATCHERS_TOPIC, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         owner = type(self).__name__
+        if not hasattr(SharedStreamManager, "confirm_persisted"):
+            raise ConfigurationError(
+                f"{owner}: the installed Airflow's triggerer does not tell a shared stream that "
+                "its events are stored (airflow.triggers.shared_stream has no "
+                "SharedStreamManager.confirm_persisted), which the watcher needs to never lose "
+                "an interval. Upgrade apache-airflow (3.3.2 has it).")
         name = check_text(owner, "watcher", watcher,
                           meaning="the watcher's name (the asset's name), e.g. 'orders hourly'")
         assert name is not None
