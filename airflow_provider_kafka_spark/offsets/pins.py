@@ -55,6 +55,7 @@ from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.internal_topics import (
     InternalRecord,
     durable_producer,
+    end_offset,
     ensure_compacted_topic,
     log_start_offset,
     offset_for_time,
@@ -286,12 +287,15 @@ class PinsTopic:
     def _read(self, partition: int, since: datetime | None,
               keep: Callable[[bytes], bool]) -> tuple[InternalRecord, ...]:
         """The records of ``partition`` whose key ``keep`` accepts, written since
-        ``since - PIN_MARGIN`` (``None``: since the log start)."""
+        ``since - PIN_MARGIN`` (``None``: since the log start), up to its high watermark: both
+        asked through the operation's admin client, which knows the cluster already."""
         start = read_start(self.admin, self.topic, partition, since, self.timeout)
         if start is None:
             start = log_start_offset(self.admin, self.topic, partition, timeout=self.timeout)
+        end = end_offset(self.admin, self.topic, partition, committed=False,
+                         timeout=self.timeout)
         read = read_partition(self.kafka_config, self.topic, partition, start_offset=start,
-                              keep=keep, timeout=self.timeout)
+                              until_offset=end, keep=keep, timeout=self.timeout)
         self.scanned += read.scanned
         return read.records
 
