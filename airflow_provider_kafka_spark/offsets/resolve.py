@@ -166,19 +166,21 @@ def resolve_offsets(
     request = OffsetRequest(subscription, offset_specs.parse_offset_spec(starting),
                             offset_specs.parse_offset_spec(stopping), group_id, isolation_level,
                             on_data_loss, on_open_transaction, timeout)
-    return resolve_request(kafka_config, request, table_offsets=table_offsets)
+    config = KafkaConfig.of(kafka_config)
+    return resolve_request(config, admin_client(config), request, table_offsets=table_offsets)
 
 
 def resolve_request(
-    kafka_config: KafkaConfig | Mapping[str, Any],
+    kafka_config: KafkaConfig,
+    admin: AdminClient,
     request: OffsetRequest,
     *,
     table_offsets: Mapping[Key, int] | None = None,
     boundaries: tuple[Mapping[Key, int] | None, Mapping[Key, int] | None] = (None, None),
-    admin: AdminClient | None = None,
 ) -> OffsetRanges:
-    """:func:`resolve_offsets` of a checked ``request``, through ``admin`` (the caller's one
-    admin client of the resolution; ``None``: a new one).
+    """:func:`resolve_offsets` of a checked ``request``, through ``admin``, the resolution's
+    one admin client (:func:`~airflow_provider_kafka_spark.offsets.cluster.admin_client` of
+    ``kafka_config``).
 
     Boundaries (how runs tile, :func:`~airflow_provider_kafka_spark.offsets.runs.resolve_run`):
     ``boundaries`` (starts, stops) map partitions to offsets a neighbouring run already fixed
@@ -203,8 +205,6 @@ def resolve_request(
     on_open_transaction, on_data_loss = request.on_open_transaction, request.on_data_loss
 
     deadline = time.monotonic() + seconds
-    kafka_config = KafkaConfig.of(kafka_config)
-    admin = admin if admin is not None else admin_client(kafka_config)
     cluster = kafka_config.cluster
     partitions = request.subscription.select(partition_counts(admin, cluster, seconds))
     lookup = OffsetLookup(admin, cluster, partitions, level, deadline)

@@ -129,7 +129,7 @@ def resolve_run(
 
     def resolve(taken: Mapping[str, Boundary | None]) -> OffsetRanges:
         start, stop = taken.get("start"), taken.get("stop")
-        return resolve_request(kafka_config, request, table_offsets=recorded, admin=admin,
+        return resolve_request(kafka_config, admin, request, table_offsets=recorded,
                                boundaries=(start.offsets if start else None,
                                            stop.offsets if stop else None))
 

@@ -36,6 +36,8 @@ from airflow_provider_kafka_spark.offsets import (
     commit_offsets,
     resolve_offsets,
 )
+from airflow_provider_kafka_spark.offsets.cluster import admin_client
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.resolve import OffsetRequest, resolve_request
 from tests.support.topics import create_topic
 from tools.kafka_records import (
@@ -232,17 +234,19 @@ def test_table_spec_misuse_is_refused_before_any_cluster_call() -> None:
 
 
 def test_boundary_misuse_is_refused_before_any_cluster_call() -> None:
-    nowhere = {"bootstrap.servers": "127.0.0.1:1"}  # never contacted: the checks come first
+    # Never contacted: the checks come first.
+    nowhere = KafkaConfig.of({"bootstrap.servers": "127.0.0.1:1"})
+    admin = admin_client(nowhere)
     sub = Subscription.topics(["t"])
     request = OffsetRequest(sub, Earliest(), Latest())
     with pytest.raises(ConfigurationError, match="boundary_starts are given but that side's "
                                                  "spec is earliest"):
-        resolve_request(nowhere, request, boundaries=({("t", 0): 1}, None))
+        resolve_request(nowhere, admin, request, boundaries=({("t", 0): 1}, None))
     with pytest.raises(ConfigurationError, match="boundary_stops are given but that side's "
                                                  "spec is latest"):
-        resolve_request(nowhere, request, boundaries=(None, {("t", 0): 1}))
+        resolve_request(nowhere, admin, request, boundaries=(None, {("t", 0): 1}))
     with pytest.raises(ConfigurationError, match="boundary_stops=.* is not valid"):
-        resolve_request(nowhere, OffsetRequest(sub, Earliest(), Timestamp(1700000000000)),
+        resolve_request(nowhere, admin, OffsetRequest(sub, Earliest(), Timestamp(1700000000000)),
                         boundaries=(None, {("t", 0): -1}))
 
 
