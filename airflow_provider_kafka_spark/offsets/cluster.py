@@ -13,6 +13,7 @@ waits at most :data:`CONNECT_TIMEOUT_S` for some broker to answer; the operation
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -23,7 +24,11 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
 
-from airflow_provider_kafka_spark.errors import KafkaSparkError, OffsetResolutionError
+from airflow_provider_kafka_spark.errors import (
+    DataLossError,
+    KafkaSparkError,
+    OffsetResolutionError,
+)
 from airflow_provider_kafka_spark.offsets.config import (
     AuthenticationWatch,
     KafkaConfig,
@@ -31,6 +36,7 @@ from airflow_provider_kafka_spark.offsets.config import (
     check_timeout,
     new_client,
 )
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.subscription import Subscription, check_subscription
 
 log = logging.getLogger(__name__)
@@ -389,3 +395,58 @@ class OffsetLookup:
             with suppress(KafkaException):  # the next offset request says what is wrong
                 self.admin.list_topics(topic=topic,
                                        timeout=min(self._remaining(what, last_error), ATTEMPT_S))
+
+
+def readable_ranges(admin: AdminClient, cluster: str, ranges: OffsetRanges,
+                    on_data_loss: Literal["fail", "skip"], timeout: float) -> OffsetRanges:
+    """``ranges`` as the cluster can still serve them: each start checked against its
+    partition's log start offset (one metadata request, answered within
+    ``min(timeout, CONNECT_TIMEOUT_S)`` seconds, then one batched ``earliest`` request, all
+    within ``timeout`` seconds). ``ranges`` as they are when nothing was deleted.
+
+    Deleted offsets (retention, ``delete_records``) with ``on_data_loss="skip"``: the starts
+    moved up to the log start offset, the skipped offsets added to ``lost``, and a warning
+    logged; with ``"fail"``: :class:`DataLossError`.
+
+    Raises:
+        DataLossError: a start below the log start offset and ``on_data_loss="fail"``.
+        OffsetResolutionError: no broker answered, the cluster did not answer within
+            ``timeout``, or it refused the request (a topic deleted, ACLs).
+        KafkaAuthenticationError: see :func:`cluster_metadata`.
+    """
+    deadline = time.monotonic() + timeout
+    what = "reading the log start offsets of the ranges"
+    otherwise = ("Check that the topics still exist and that this client may describe them "
+                 "(ACLs), or resolve the offsets again.")
+    reach_cluster(admin, cluster, timeout, what)  # no broker, or a refused login, fails here
+    try:
+        left = max(deadline - time.monotonic(), 0.001)
+        futures = admin.list_offsets(
+            {TopicPartition(r.topic, r.partition): KafkaOffsetSpec.earliest()
+             for r in ranges if r.size > 0},
+            request_timeout=left)
+        earliest = {(tp.topic, tp.partition): f.result(timeout=left + RESULT_MARGIN).offset
+                    for tp, f in futures.items()}
+    except KafkaException as exc:
+        raise cluster_failure(exc.args[0], what, cluster, otherwise,
+                              OffsetResolutionError) from None
+    except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
+        raise cluster_failure(None, what, cluster, otherwise, OffsetResolutionError) from None
+    gone = {(r.topic, r.partition): min(earliest.get((r.topic, r.partition), r.start), r.stop)
+            - r.start for r in ranges}
+    lost = {key: n for key, n in gone.items() if n > 0}
+    if not lost:
+        return ranges
+    detail = ", ".join(f"{t}/{p}: {n} offset(s)" for (t, p), n in sorted(lost.items()))
+    if on_data_loss == "fail":
+        raise DataLossError(
+            f"data in the ranges was deleted after they were resolved ({detail}): the start is "
+            "below the log start offset (retention or delete_records). Pass "
+            "on_data_loss='skip' to read what is left, or resolve the offsets again.", lost)
+    log.warning("Skipping deleted offsets (on_data_loss='skip'): %s", detail)
+    kept = tuple(PartitionRange(r.topic, r.partition, r.start + lost[(r.topic, r.partition)],
+                                r.stop) if (r.topic, r.partition) in lost else r for r in ranges)
+    merged = dict(ranges.lost)
+    for key, n in lost.items():
+        merged[key] = merged.get(key, 0) + n
+    return dataclasses.replace(ranges, ranges=kept, lost=merged)

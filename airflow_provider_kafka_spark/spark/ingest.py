@@ -75,8 +75,13 @@ from airflow_provider_kafka_spark.spark.read.decode import (
     decode_kafka,
 )
 from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder, land_kafka
-from airflow_provider_kafka_spark.spark.read.reader import LostOffsets, read_kafka
-from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, ReadSummary, summarize
+from airflow_provider_kafka_spark.spark.read.reader import read_kafka
+from airflow_provider_kafka_spark.spark.read.summary import (
+    LostOffsets,
+    PartitionSummary,
+    ReadSummary,
+    summarize,
+)
 from airflow_provider_kafka_spark.spark.schema import kafka_schema, same_columns, spark_compares
 
 __all__ = ["SQL_VIEW", "SinkProtocol", "ingest"]

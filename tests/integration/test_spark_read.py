@@ -33,8 +33,8 @@ from airflow_provider_kafka_spark.spark import (
     spark_kafka_package,
     summarize,
 )
-from airflow_provider_kafka_spark.spark.read import reader as read_module
-from airflow_provider_kafka_spark.spark.read.reader import LostOffsets
+from airflow_provider_kafka_spark.spark.read import sources as sources_module
+from airflow_provider_kafka_spark.spark.read.summary import LostOffsets, ReadSummary
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -324,6 +324,32 @@ def test_lost_offsets_is_empty_without_data_loss(spark: Any, kafka_config: dict[
     assert (lost.by_partition(), lost.total()) == ({}, 0)
 
 
+def test_the_readers_summary_is_the_summary_of_the_ranges_they_read_whole(
+        spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any) -> None:
+    """The splits' counts make the summary once they cover the ranges read, also from a
+    start that the deleted offsets moved up; a read that stopped early has none."""
+    topic = new_topic(partitions=2)
+    produce(kafka_config, topic, [(i % 2, None, str(i).encode()) for i in range(40)])
+    ranges = full_ranges(kafka_config, topic)
+    deleted = TopicPartition(topic, 0, 4)
+    kafka_admin.delete_records([deleted])[deleted].result(30)
+
+    whole = ReadSummary()
+    df = read_kafka(spark, ranges, kafka_config, on_data_loss="skip", summary=whole,
+                    max_records_per_split=3)
+    assert whole.partitions() is None  # nothing read yet
+    assert df.count() == 36
+    summaries = whole.partitions()
+    assert summaries == summarize(df)
+    assert [(p.partition, p.records, p.first_offset, p.last_offset) for p in summaries] == [
+        (0, 16, 4, 19), (1, 20, 0, 19)]
+
+    partial = ReadSummary()
+    read_kafka(spark, ranges, kafka_config, on_data_loss="skip", summary=partial,
+               max_records_per_split=3).limit(1).collect()
+    assert partial.partitions() is None
+
+
 def test_no_progress_fails_after_poll_timeout(kafka_config: dict[str, Any],
                                               new_topic: Any) -> None:
     topic = new_topic(partitions=1)
@@ -398,7 +424,7 @@ def test_spark_kafka_without_the_jar_says_how_to_add_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
     # The session's classpath is fixed at start and has the jar; ask Spark for a source name
     # that is not on it, so Spark itself answers DATA_SOURCE_NOT_FOUND.
-    monkeypatch.setattr(read_module, "SPARK_KAFKA_FORMAT", "kafka-not-on-the-classpath")
+    monkeypatch.setattr(sources_module, "SPARK_KAFKA_FORMAT", "kafka-not-on-the-classpath")
     topic = new_topic(partitions=1)
     produce(kafka_config, topic, [(0, None, b"x")])
     ranges = OffsetRanges((PartitionRange(topic, 0, 0, 1),))

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from airflow_provider_kafka_spark.offsets import ConfigurationError
-from airflow_provider_kafka_spark.spark.read.java_client import java_client_settings
+from airflow_provider_kafka_spark.spark.read.sources import java_client_settings
 
 SCRAM = "org.apache.kafka.common.security.scram.ScramLoginModule"
 

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from airflow_provider_kafka_spark.errors import ProducerFencedError, executor_error
 from airflow_provider_kafka_spark.offsets import ConfigurationError, DataLossError, PartitionRange
+from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.spark import KafkaReadError, plan_splits, spark_kafka_package
-from airflow_provider_kafka_spark.spark.read.datasource import kafka_options
+from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+from airflow_provider_kafka_spark.spark.read.sources import kafka_options
 from airflow_provider_kafka_spark.spark.read.splits import (
     MIN_RECORDS_PER_SPLIT,
     default_max_records_per_split,
@@ -57,13 +61,14 @@ def test_default_split_size_uses_every_core() -> None:
     assert len(one_huge) == 4
 
 
-def test_kafka_options_are_prefixed_strings() -> None:
-    assert kafka_options({"bootstrap.servers": "h:1", "enable.idempotence": True,
-                          "fetch.max.bytes": 1024}) == {
+def test_kafka_options_are_the_native_settings_prefixed() -> None:
+    config = KafkaConfig({"bootstrap.servers": "h:1", "enable.idempotence": True,
+                          "fetch.max.bytes": 1024})
+    assert kafka_options(config.native()) == {
         "kafka.bootstrap.servers": "h:1", "kafka.enable.idempotence": "true",
         "kafka.fetch.max.bytes": "1024"}
     with pytest.raises(ConfigurationError, match=r"kafka_config\['error_cb'\] is a function"):
-        kafka_options({"error_cb": lambda e: None})
+        KafkaConfig({"bootstrap.servers": "h:1", "error_cb": lambda e: None}).native()
 
 
 def test_executor_errors_are_recognised_in_spark_tracebacks() -> None:
@@ -87,3 +92,13 @@ def test_jar_artifact_names_and_package() -> None:
     assert _artifact("kafka-clients-3.9.2.jar") == "kafka-clients"
     assert _artifact("snappy-java-1.1.10.5.jar") == "snappy-java"
     assert spark_kafka_package("4.3.0") == "org.apache.spark:spark-sql-kafka-0-10_2.13:4.3.0"
+
+
+@pytest.mark.parametrize(("path", "compression", "fragment"), [
+    ("relative/folder", "snappy", "pass an absolute local folder"),
+    (None, "snappy", "pass an absolute local folder"),
+    ("/tmp/land", "lzo", "use one of ('snappy', "),
+])
+def test_a_parquet_folder_checks_itself(path: object, compression: str, fragment: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(fragment)):
+        ParquetFolder(path, compression)  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_provider_kafka_spark.spark.read.datasource import SplitLosses
+from airflow_provider_kafka_spark.spark.read.summary import SplitLosses
 
 
 def test_a_split_counted_twice_counts_once_with_its_larger_count() -> None:

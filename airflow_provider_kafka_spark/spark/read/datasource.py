@@ -50,7 +50,7 @@ from typing import Any
 
 import pyarrow as pa
 from confluent_kafka import KafkaError
-from pyspark.accumulators import Accumulator, AccumulatorParam
+from pyspark.accumulators import Accumulator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
@@ -67,13 +67,13 @@ from airflow_provider_kafka_spark.offsets.config import (
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 from airflow_provider_kafka_spark.spark.native import SliceReader
-from airflow_provider_kafka_spark.spark.read.landing import (
-    PARQUET_CODECS,
-    REPORT_SCHEMA,
-    ParquetFolder,
-)
+from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
 from airflow_provider_kafka_spark.spark.read.splits import plan_splits
-from airflow_provider_kafka_spark.spark.read.summary import SplitKey, SplitSummaries, counted
+from airflow_provider_kafka_spark.spark.read.summary import (
+    SplitLosses,
+    SplitSummaries,
+    counted,
+)
 from airflow_provider_kafka_spark.spark.schema import kafka_schema, utc_arrow_schema
 
 log = logging.getLogger(__name__)
@@ -106,17 +106,6 @@ _PERMANENT_CODES = frozenset({
 })
 
 
-
-def kafka_options(kafka_config: Mapping[str, Any]) -> dict[str, str]:
-    """``kafka_config`` as ``kafka.``-prefixed string options (:func:`native_settings`).
-
-    Raises:
-        ConfigurationError: a value that cannot travel as a string (a callback, a dict...).
-    """
-    return {KAFKA_OPTION_PREFIX + key: value
-            for key, value in native_settings(kafka_config).items()}
-
-
 def _config_from_options(options: Mapping[str, str]) -> dict[str, str]:
     # Spark may lower-case option keys; librdkafka keys are lower-case anyway.
     return {k[len(KAFKA_OPTION_PREFIX):]: v for k, v in options.items()
@@ -140,8 +129,9 @@ class ReadOptions:
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
-    """Parse and check the options of format ``kafka_bounded``. ``read_kafka`` calls it on the
-    driver before Spark sees the options; the reader calls it again inside Spark.
+    """Parse and check the options of format ``kafka_bounded``: the reader calls it inside
+    Spark (``read_kafka`` passes values it checked itself, and Spark gives a user's
+    ``spark.read.format("kafka_bounded")`` options as they are).
 
     Raises:
         ConfigurationError: a missing or invalid option; the message names it and its valid
@@ -180,12 +170,7 @@ def _landing_option(options: Mapping[str, str]) -> ParquetFolder | None:
     folder = options.get(LAND_FOLDER_OPTION)
     if folder is None:
         return None
-    if not folder.startswith("/"):
-        raise _bad_option(LAND_FOLDER_OPTION, folder, "pass an absolute local folder")
-    codec = options.get(LAND_COMPRESSION_OPTION, "snappy").lower()
-    if codec not in PARQUET_CODECS:
-        raise _bad_option(LAND_COMPRESSION_OPTION, codec, f"use one of {PARQUET_CODECS}")
-    return ParquetFolder(folder, codec)
+    return ParquetFolder(folder, options.get(LAND_COMPRESSION_OPTION, "snappy").lower())
 
 
 def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:
@@ -221,23 +206,6 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     if value.lower() not in ("true", "false"):
         raise _bad_option(name, value, "use 'true' or 'false'")
     return value.lower() == "true"
-
-
-class SplitLosses(AccumulatorParam[dict[SplitKey, int]]):
-    """Accumulator values ``{(topic, partition, split start): offsets skipped}``.
-
-    Merging keeps the larger count of a split, never the sum: a split whose task Spark runs
-    again (a retry, a recomputed cache block) counts once.
-    """
-
-    def zero(self, value: dict[SplitKey, int]) -> dict[SplitKey, int]:
-        return {}
-
-    def addInPlace(self, value1: dict[SplitKey, int],
-                   value2: dict[SplitKey, int]) -> dict[SplitKey, int]:
-        for key, skipped in value2.items():
-            value1[key] = max(value1.get(key, 0), skipped)
-        return value1
 
 
 class KafkaSplit(InputPartition):

@@ -23,7 +23,9 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
+from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
+from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
 
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -51,10 +53,23 @@ _ARROW_REPORT = pa.schema([
 
 @dataclass(frozen=True)
 class ParquetFolder:
-    """A local folder the readers write Parquet files into, with the codec (Spark's name)."""
+    """A local folder the readers write Parquet files into, with the codec (Spark's name).
+
+    Raises:
+        ConfigurationError: ``path`` is not an absolute path, or ``compression`` is not one of
+            :data:`PARQUET_CODECS`.
+    """
 
     path: str
     compression: str = "snappy"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path.startswith("/"):
+            raise ConfigurationError(f"ParquetFolder path={shown(self.path)} is not valid; pass "
+                                     "an absolute local folder.")
+        if self.compression not in PARQUET_CODECS:
+            raise ConfigurationError(f"ParquetFolder compression={shown(self.compression)} is "
+                                     f"not valid; use one of {PARQUET_CODECS}.")
 
     def write(self, split: PartitionRange, index: int,
               batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

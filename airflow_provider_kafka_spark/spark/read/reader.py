@@ -2,117 +2,40 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import logging
-import threading
-import time
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from confluent_kafka import KafkaException, TopicPartition
-from confluent_kafka.admin import OffsetSpec as KafkaOffsetSpec
-from pyspark.accumulators import Accumulator
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_kafka_spark.errors import (
-    ConfigurationError,
-    DataLossError,
-    OffsetResolutionError,
-    SparkKafkaSourceMissingError,
-)
-from airflow_provider_kafka_spark.offsets.cluster import (
-    RESULT_MARGIN,
-    admin_client,
-    cluster_failure,
-    reach_cluster,
-)
+from airflow_provider_kafka_spark.errors import ConfigurationError
+from airflow_provider_kafka_spark.offsets.cluster import admin_client, readable_ranges
 from airflow_provider_kafka_spark.offsets.config import (
     KafkaConfig,
     check_isolation_level,
     check_timeout,
 )
-from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.options import ENGINES, Engine
-from airflow_provider_kafka_spark.spark.read.datasource import (
-    DEFAULT_POLL_TIMEOUT,
-    FORMAT_NAME,
-    LAND_COMPRESSION_OPTION,
-    LAND_FOLDER_OPTION,
-    LOST_OFFSETS_OPTION,
-    SUMMARY_OPTION,
-    KafkaBoundedDataSource,
-    SplitLosses,
-    kafka_options,
-    read_options,
-)
-from airflow_provider_kafka_spark.spark.read.java_client import java_client_settings
+from airflow_provider_kafka_spark.spark.read.datasource import DEFAULT_POLL_TIMEOUT
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
+from airflow_provider_kafka_spark.spark.read.sources import spark_read
 from airflow_provider_kafka_spark.spark.read.splits import (
     check_max_records_per_split,
     default_max_records_per_split,
-    plan_splits,
 )
 from airflow_provider_kafka_spark.spark.read.summary import (
+    LostOffsets,
     ReadSummary,
-    SplitKey,
+    SplitLosses,
     SplitSummaries,
 )
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
-from airflow_provider_kafka_spark.spark.session import spark_kafka_package
+
+__all__ = ["LostOffsets", "read_kafka"]
 
 log = logging.getLogger(__name__)
-
-SPARK_KAFKA_FORMAT = "kafka"  # Spark's built-in Kafka source
-# Settings Spark's kafka source owns or rejects; never forwarded to it.
-_SPARK_KAFKA_OWNED = frozenset({
-    "group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level",
-    "key.deserializer", "value.deserializer", "interceptor.classes",
-})
-
-
-class LostOffsets:
-    """What a :func:`read_kafka` with ``on_data_loss="skip"`` did not return because Kafka had
-    already deleted it: a count of offsets per ``(topic, partition)``.
-
-    Pass a new one as ``read_kafka(..., lost=LostOffsets())`` and read it after an action on
-    the DataFrame (a ``count()``, the write). Per partition it sums the offsets lost
-
-    * at resolution: the ranges' own ``OffsetRanges.lost`` (``resolve_offsets`` moved the
-      start up);
-    * before the read: range starts below the log start offset when ``read_kafka`` is called
-      (found on the driver, known at once);
-    * during the read (``engine="python"`` on a classic session): offsets deleted while the
-      executors read them. A Spark accumulator brings these counts to the driver as the tasks
-      finish; a split counts once even when Spark runs its task again.
-
-    Offsets, not records: a deleted transaction marker counts too. Not counted, only logged:
-    offsets deleted during the read with ``engine="spark-kafka"`` (Spark's kafka source skips
-    them without a count). On Spark Connect (no accumulators) ``read_kafka`` refuses
-    ``lost=`` with ``on_data_loss="skip"`` and ``engine="python"`` before reading.
-    """
-
-    def __init__(self) -> None:
-        self._known: dict[tuple[str, int], int] = {}
-        self._during_read: Accumulator[dict[SplitKey, int]] | None = None
-
-    def by_partition(self) -> dict[tuple[str, int], int]:
-        """``{(topic, partition): offsets lost}``, sorted; partitions without loss are absent."""
-        counts = dict(self._known)
-        if self._during_read is not None:
-            for (topic, partition, _start), skipped in self._during_read.value.items():
-                counts[(topic, partition)] = counts.get((topic, partition), 0) + skipped
-        return dict(sorted(counts.items()))
-
-    def total(self) -> int:
-        """All offsets lost, over every partition."""
-        return sum(self.by_partition().values())
-
-    def _track(self, known: Mapping[tuple[str, int], int],
-               during_read: Accumulator[dict[SplitKey, int]] | None) -> None:
-        self._known = {key: n for key, n in known.items() if n > 0}
-        self._during_read = during_read
 
 
 def read_kafka(
@@ -146,13 +69,13 @@ def read_kafka(
         isolation_level: ``"read_committed"`` or ``"read_uncommitted"``; use the level the
             ranges were resolved with.
         max_records_per_split: cut each range into contiguous Spark partitions of at most this
-            many offsets. Default: ``ceil(total / default parallelism)``, at least 50,000, so
-            one big partition still keeps every core busy.
+            many offsets. Default: ``ceil(total / default parallelism)`` over the ``ranges``
+            given, at least 50,000, so one big partition still keeps every core busy.
         engine: ``"python"`` (a Python data source; needs no JVM jar) or ``"spark-kafka"``
             (Spark's own ``kafka`` source with numeric ``startingOffsets``/``endingOffsets``;
             needs the ``spark-sql-kafka-0-10`` package on the classpath; the connection's
             librdkafka security settings are translated for its Java client, see
-            :mod:`~airflow_provider_kafka_spark.spark.read.java_client`).
+            :mod:`~airflow_provider_kafka_spark.spark.read.sources`).
         include_headers: add the ``headers`` column.
         on_data_loss: ``"fail"``: offsets deleted before or during the read raise
             :class:`DataLossError`; ``"skip"``: log and count them and read what is left.
@@ -179,7 +102,15 @@ def read_kafka(
     or skips them (``"skip"``; pass ``lost=`` to count them). Wrap the action in
     :func:`kafka_errors` to get :class:`DataLossError` / :class:`KafkaReadError` back.
 
-    Every argument is checked here, on the driver, before Spark or Kafka is asked anything.
+    Every argument is checked here, on the driver, before Spark or Kafka is asked anything
+    (the translation of the client config for ``engine="spark-kafka"``: before Spark is).
+
+    The steps, one way: the arguments checked and settled (the split size of the ranges
+    asked for); the config turned into what each client needs (the executors' settings, an
+    admin client); the ranges' starts checked against the cluster
+    (:func:`~airflow_provider_kafka_spark.offsets.cluster.readable_ranges`); the counters
+    given the ranges read; the engine's source given its options
+    (:func:`~airflow_provider_kafka_spark.spark.read.sources.spark_read`).
 
     Raises:
         ConfigurationError: an invalid argument or client config (the message names it and
@@ -225,7 +156,7 @@ def read_kafka(
             "uncounted (the executors log them). Nothing was read."
         )
     config = KafkaConfig.of(kafka_config)
-    client_options = kafka_options(config)  # checks that the config can travel to executors
+    settings = config.native()  # the executors' client settings: checks they travel as strings
     if offset_ranges.is_empty():
         if lost is not None:
             lost._track(offset_ranges.lost, None)
@@ -237,54 +168,26 @@ def read_kafka(
         log.warning("The ranges were resolved with %s but are read with %s; a read_committed "
                     "read of read_uncommitted ranges can wait on open transactions.",
                     offset_ranges.isolation_level, level)
-    offset_ranges = _drop_deleted(config, offset_ranges, on_data_loss, seconds)
-    if max_records_per_split is None:
-        max_records_per_split = default_max_records_per_split(
-            offset_ranges.total(), _parallelism(spark))
-    during_read = None
-    # Executors can only count for the python engine, through a classic session's context.
-    if lost is not None and on_data_loss == "skip" and engine == "python" and context is not None:
-        during_read = context.accumulator({}, SplitLosses())
+    if max_records_per_split is None:  # the ranges asked for, over every core
+        max_records_per_split = default_max_records_per_split(offset_ranges.total(),
+                                                              _parallelism(spark))
+    during_read = summaries = None
+    if engine == "python" and context is not None:  # the readers count in Spark accumulators
+        if lost is not None and on_data_loss == "skip":
+            during_read = context.accumulator({}, SplitLosses())
+        if summary is not None and landing is None:
+            summaries = context.accumulator({}, SplitSummaries())
+    offset_ranges = readable_ranges(admin_client(config), config.cluster, offset_ranges,
+                                    on_data_loss, seconds)
     if lost is not None:
         lost._track(offset_ranges.lost, during_read)
-    if engine == "spark-kafka":
-        return _read_spark_kafka(spark, offset_ranges, config, level, max_records_per_split,
-                                 include_headers, on_data_loss)
-    options = {
-        "ranges": offset_ranges.to_json(),
-        "isolationLevel": level,
-        "maxRecordsPerSplit": str(max_records_per_split),
-        "includeHeaders": str(include_headers).lower(),
-        "onDataLoss": on_data_loss,
-        "pollTimeout": str(poll_seconds),
-        **client_options,
-    }
-    if during_read is not None:
-        options[LOST_OFFSETS_OPTION] = str(during_read.aid)
-    if landing is not None:
-        options[LAND_FOLDER_OPTION] = landing.path
-        options[LAND_COMPRESSION_OPTION] = landing.compression
-    elif summary is not None and context is not None:
-        summaries = context.accumulator({}, SplitSummaries())
-        summary._track(plan_splits(offset_ranges, max_records_per_split), summaries)
-        options[SUMMARY_OPTION] = str(summaries.aid)
-    read_options(options)  # the data source's own checks, before Spark sees the options
-    _register(spark)
-    return spark.read.format(FORMAT_NAME).options(**options).load()
-
-
-_REGISTERING = threading.Lock()
-
-
-def _register(spark: Any) -> None:
-    """Register the data source with the session; reads started at once from several threads
-    of one session (concurrent ingests) register it once, not racing each other."""
-    with _REGISTERING:
-        try:
-            spark.dataSource.register(KafkaBoundedDataSource)
-        except Exception as exc:
-            if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
-                raise
+    if summary is not None and summaries is not None:
+        summary._track(offset_ranges, summaries)
+    return spark_read(
+        spark, offset_ranges, settings, engine=engine, isolation_level=level,
+        max_records_per_split=max_records_per_split, include_headers=include_headers,
+        on_data_loss=on_data_loss, poll_timeout=poll_seconds, lost_offsets=during_read,
+        summaries=summaries, landing=landing)
 
 
 def _check_session(spark: object) -> None:
@@ -294,105 +197,8 @@ def _check_session(spark: object) -> None:
                                  "SparkSession, e.g. spark_session() or the active one.")
 
 
-def _drop_deleted(config: KafkaConfig, ranges: OffsetRanges,
-                  on_data_loss: str, timeout: float) -> OffsetRanges:
-    """Check range starts against log start offsets: one metadata request, answered within
-    ``min(timeout, CONNECT_TIMEOUT_S)`` seconds, then one batched offsets request, all within
-    ``timeout`` seconds.
-
-    With ``on_data_loss="skip"``: the ranges with deleted starts moved up to the log start
-    offset and the skipped offsets added to ``lost``.
-    """
-    todo = [r for r in ranges if r.size > 0]
-    deadline = time.monotonic() + timeout
-    admin = admin_client(config)
-    what = "reading the log start offsets of the ranges"
-    otherwise = ("Check that the topics still exist and that this client may describe them "
-                 "(ACLs), or resolve the offsets again.")
-    # No broker answering, or a refused authentication, fails here.
-    reach_cluster(admin, config.cluster, timeout, what)
-    try:
-        left = max(deadline - time.monotonic(), 0.001)
-        futures = admin.list_offsets(
-            {TopicPartition(r.topic, r.partition): KafkaOffsetSpec.earliest() for r in todo},
-            request_timeout=left)
-        earliest = {(tp.topic, tp.partition): f.result(timeout=left + RESULT_MARGIN).offset
-                    for tp, f in futures.items()}
-    except KafkaException as exc:
-        raise cluster_failure(exc.args[0], what, config.cluster, otherwise,
-                              OffsetResolutionError) from None
-    except TimeoutError:  # concurrent.futures.TimeoutError is TimeoutError
-        raise cluster_failure(None, what, config.cluster, otherwise,
-                              OffsetResolutionError) from None
-    lost: dict[tuple[str, int], int] = {}
-    kept: list[PartitionRange] = []
-    for r in ranges:
-        low = earliest.get((r.topic, r.partition), r.start)
-        gone = min(low, r.stop) - r.start
-        if gone > 0:
-            lost[(r.topic, r.partition)] = gone
-            kept.append(PartitionRange(r.topic, r.partition, r.start + gone, r.stop))
-        else:
-            kept.append(r)
-    if not lost:
-        return ranges
-    detail = ", ".join(f"{t}/{p}: {n} offset(s)" for (t, p), n in sorted(lost.items()))
-    if on_data_loss == "fail":
-        raise DataLossError(
-            f"data in the ranges was deleted after they were resolved ({detail}): the start is "
-            "below the log start offset (retention or delete_records). Pass "
-            "on_data_loss='skip' to read what is left, or resolve the offsets again.", lost)
-    log.warning("Skipping deleted offsets (on_data_loss='skip'): %s", detail)
-    merged = dict(ranges.lost)
-    for key, n in lost.items():
-        merged[key] = merged.get(key, 0) + n
-    return dataclasses.replace(ranges, ranges=tuple(kept), lost=merged)
-
-
 def _parallelism(spark: SparkSession) -> int:
     try:
         return max(int(spark.sparkContext.defaultParallelism), 1)
     except Exception:  # Spark Connect has no SparkContext: fall back to the configured value.
         return max(int(spark.conf.get("spark.default.parallelism", "2") or 2), 1)
-
-
-def _read_spark_kafka(spark: SparkSession, ranges: OffsetRanges, config: KafkaConfig,
-                      isolation_level: str, max_records_per_split: int,
-                      include_headers: bool, on_data_loss: str) -> DataFrame:
-    """Spark's ``kafka`` source over the same ranges, with numeric offsets only."""
-    assign: dict[str, list[int]] = {}
-    starting: dict[str, dict[str, int]] = {}
-    ending: dict[str, dict[str, int]] = {}
-    for r in ranges:
-        if r.size == 0:
-            continue
-        assign.setdefault(r.topic, []).append(r.partition)
-        starting.setdefault(r.topic, {})[str(r.partition)] = r.start
-        ending.setdefault(r.topic, {})[str(r.partition)] = r.stop
-    client = java_client_settings(
-        {k: v for k, v in config.items() if k not in _SPARK_KAFKA_OWNED})
-    reader = (
-        spark.read.format(SPARK_KAFKA_FORMAT)
-        .option("assign", json.dumps(assign))
-        .option("startingOffsets", json.dumps(starting))
-        .option("endingOffsets", json.dumps(ending))
-        .option("kafka.isolation.level", isolation_level)
-        .option("includeHeaders", str(include_headers).lower())
-        .option("failOnDataLoss", str(on_data_loss == "fail").lower())
-        .option("maxRecordsPerPartition", str(max_records_per_split))
-        .options(**kafka_options(client))
-    )
-    try:
-        return reader.load()
-    except Exception as exc:
-        # Spark answers "kafka" with a dedicated AnalysisException, other names with
-        # DATA_SOURCE_NOT_FOUND (through Py4J); anything else is not ours to translate.
-        text = str(exc)
-        if "DATA_SOURCE_NOT_FOUND" not in text and "Failed to find data source" not in text:
-            raise
-        raise SparkKafkaSourceMissingError(
-            "engine='spark-kafka' needs Spark's kafka source, which is not on this session's "
-            f"classpath. Start the session with spark.jars.packages={spark_kafka_package()} "
-            "(spark_session(spark_kafka=True) does that), or add the jar with spark.jars; or use "
-            "engine='python', which needs no jar."
-        ) from None

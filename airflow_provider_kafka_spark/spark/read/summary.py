@@ -1,10 +1,12 @@
-"""Per-partition statistics of a Kafka read, for logs and XCom: gathered by the reader in the
-pass that reads the records (:class:`ReadSummary`), or by one aggregation job over a Kafka
-DataFrame (:func:`summarize`)."""
+"""What a Kafka read counted, per partition, for logs and XCom: the statistics of its records,
+gathered by the readers in the pass that reads them (:class:`ReadSummary`) or by one
+aggregation job over a Kafka DataFrame (:func:`summarize`), and the offsets it could not read
+because Kafka had deleted them (:class:`LostOffsets`). The readers' counts reach the driver in
+Spark accumulators, one entry per split (:class:`SplitSummaries`, :class:`SplitLosses`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -180,34 +182,30 @@ def combine(splits: Iterable[tuple[tuple[str, int], SplitCounts]]) -> list[Parti
         if c.first_offset is not None and c.last_offset is not None)
 
 
-SplitKey = tuple[str, int, int]
-"""``(topic, partition, split start)``: one split of a read."""
+class SplitSummaries(AccumulatorParam[dict["PartitionRange", SplitCounts]]):
+    """Accumulator values ``{split: SplitCounts}`` of the splits read to their end. A split
+    whose task Spark runs again (a retry, a recomputed stage, a speculative copy) reads the
+    same records and counts once: merging keeps one entry per split."""
 
-
-class SplitSummaries(AccumulatorParam[dict[SplitKey, SplitCounts]]):
-    """Accumulator values ``{(topic, partition, split start): SplitCounts}`` of the splits
-    read to their end. A split whose task Spark runs again (a retry, a recomputed stage, a
-    speculative copy) reads the same records and counts once: merging keeps one entry per
-    split."""
-
-    def zero(self, value: dict[SplitKey, SplitCounts]) -> dict[SplitKey, SplitCounts]:
+    def zero(self, value: dict[PartitionRange, SplitCounts]) -> dict[PartitionRange, SplitCounts]:
         return {}
 
-    def addInPlace(self, value1: dict[SplitKey, SplitCounts],
-                   value2: dict[SplitKey, SplitCounts]) -> dict[SplitKey, SplitCounts]:
+    def addInPlace(self, value1: dict[PartitionRange, SplitCounts],
+                   value2: dict[PartitionRange, SplitCounts]) -> dict[PartitionRange, SplitCounts]:
         value1.update(value2)
         return value1
 
 
 def counted(batches: Iterable[pa.RecordBatch], split: PartitionRange,
-            accumulator: Accumulator[dict[SplitKey, SplitCounts]]) -> Iterator[pa.RecordBatch]:
+            accumulator: Accumulator[dict[PartitionRange, SplitCounts]],
+            ) -> Iterator[pa.RecordBatch]:
     """``batches`` of ``split`` passed through; once the last one has passed, their counts go
     to ``accumulator`` (a split that is not read to its end reports nothing)."""
     counts = SplitCounts()
     for batch in batches:
         counts = counts.add(batch)
         yield batch
-    accumulator.add({(split.topic, split.partition, split.start): counts})
+    accumulator.add({split: counts})
 
 
 class ReadSummary:
@@ -223,24 +221,94 @@ class ReadSummary:
     """
 
     def __init__(self) -> None:
-        self._splits: tuple[PartitionRange, ...] | None = None
-        self._accumulator: Accumulator[dict[SplitKey, SplitCounts]] | None = None
+        self._ranges: tuple[PartitionRange, ...] | None = None
+        self._accumulator: Accumulator[dict[PartitionRange, SplitCounts]] | None = None
 
     def partitions(self) -> list[PartitionSummary] | None:
         """One :class:`PartitionSummary` per partition with records, sorted, as
-        :func:`summarize` gives them; None when not every split reported."""
-        if self._splits is None:
+        :func:`summarize` gives them; None unless the splits that reported cover every range
+        read, offset by offset."""
+        if self._ranges is None:
             return None
         reported = {} if self._accumulator is None else self._accumulator.value
-        counted = []
-        for split in self._splits:
-            counts = reported.get((split.topic, split.partition, split.start))
-            if counts is None:
+        ends: dict[tuple[str, int], dict[int, int]] = {}  # per partition: split start -> stop
+        for split in reported:
+            ends.setdefault((split.topic, split.partition), {})[split.start] = split.stop
+        for r in self._ranges:
+            position, stops = r.start, ends.get((r.topic, r.partition), {})
+            while position < r.stop and position in stops:
+                position = stops[position]
+            if position < r.stop:
                 return None
-            counted.append(((split.topic, split.partition), counts))
-        return combine(counted)
+        return combine(((split.topic, split.partition), counts)
+                       for split, counts in reported.items())
 
-    def _track(self, splits: Iterable[PartitionRange],
-               accumulator: Accumulator[dict[SplitKey, SplitCounts]] | None) -> None:
-        self._splits = tuple(splits)
+    def _track(self, ranges: Iterable[PartitionRange],
+               accumulator: Accumulator[dict[PartitionRange, SplitCounts]] | None) -> None:
+        self._ranges = tuple(ranges)
         self._accumulator = accumulator
+
+
+SplitKey = tuple[str, int, int]
+"""``(topic, partition, split start)``: one split of a read."""
+
+
+class SplitLosses(AccumulatorParam[dict[SplitKey, int]]):
+    """Accumulator values ``{(topic, partition, split start): offsets skipped}``.
+
+    Merging keeps the larger count of a split, never the sum: a split whose task Spark runs
+    again (a retry, a recomputed cache block) counts once.
+    """
+
+    def zero(self, value: dict[SplitKey, int]) -> dict[SplitKey, int]:
+        return {}
+
+    def addInPlace(self, value1: dict[SplitKey, int],
+                   value2: dict[SplitKey, int]) -> dict[SplitKey, int]:
+        for key, skipped in value2.items():
+            value1[key] = max(value1.get(key, 0), skipped)
+        return value1
+
+
+class LostOffsets:
+    """What a :func:`~airflow_provider_kafka_spark.spark.read_kafka` with
+    ``on_data_loss="skip"`` did not return because Kafka had already deleted it: a count of
+    offsets per ``(topic, partition)``.
+
+    Pass a new one as ``read_kafka(..., lost=LostOffsets())`` and read it after an action on
+    the DataFrame (a ``count()``, the write). Per partition it sums the offsets lost
+
+    * at resolution: the ranges' own ``OffsetRanges.lost`` (``resolve_offsets`` moved the
+      start up);
+    * before the read: range starts below the log start offset when ``read_kafka`` is called
+      (found on the driver, known at once);
+    * during the read (``engine="python"`` on a classic session): offsets deleted while the
+      executors read them. A Spark accumulator brings these counts to the driver as the tasks
+      finish; a split counts once even when Spark runs its task again.
+
+    Offsets, not records: a deleted transaction marker counts too. Not counted, only logged:
+    offsets deleted during the read with ``engine="spark-kafka"`` (Spark's kafka source skips
+    them without a count). On Spark Connect (no accumulators) ``read_kafka`` refuses
+    ``lost=`` with ``on_data_loss="skip"`` and ``engine="python"`` before reading.
+    """
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[str, int], int] = {}
+        self._during_read: Accumulator[dict[SplitKey, int]] | None = None
+
+    def by_partition(self) -> dict[tuple[str, int], int]:
+        """``{(topic, partition): offsets lost}``, sorted; partitions without loss are absent."""
+        counts = dict(self._known)
+        if self._during_read is not None:
+            for (topic, partition, _start), skipped in self._during_read.value.items():
+                counts[(topic, partition)] = counts.get((topic, partition), 0) + skipped
+        return dict(sorted(counts.items()))
+
+    def total(self) -> int:
+        """All offsets lost, over every partition."""
+        return sum(self.by_partition().values())
+
+    def _track(self, known: Mapping[tuple[str, int], int],
+               during_read: Accumulator[dict[SplitKey, int]] | None) -> None:
+        self._known = {key: n for key, n in known.items() if n > 0}
+        self._during_read = during_read

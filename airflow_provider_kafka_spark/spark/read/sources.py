@@ -1,8 +1,15 @@
-"""librdkafka settings as the settings of Kafka's Java client, for ``engine="spark-kafka"``.
+"""The Spark read of checked offset ranges, by the engine's source: the package's
+``kafka_bounded`` data source (``engine="python"``,
+:mod:`~airflow_provider_kafka_spark.spark.read.datasource`) or Spark's own ``kafka`` source
+(``engine="spark-kafka"``, numeric ``startingOffsets``/``endingOffsets``). This module gives
+each source its options: the offsets, how many of them one Spark task reads, the accumulators
+of the counts, and the client's settings, as ``kafka.<key>`` options for both.
 
-The Kafka connection's extra is a librdkafka config. Spark's own ``kafka`` source runs the Java
-client, which ignores librdkafka's security keys ("supplied but not used"): this module
-translates them, and refuses what it cannot translate before anything is read.
+``kafka_bounded``'s executors run librdkafka: they get the settings as they are
+(:meth:`KafkaConfig.native() <airflow_provider_kafka_spark.offsets.config.KafkaConfig.native>`).
+Spark's ``kafka`` source runs Kafka's Java client, which ignores librdkafka's security keys
+("supplied but not used"): they are translated, and what cannot be is refused before anything
+is read.
 
 ========================================  ===================================================
 librdkafka                                Java client
@@ -31,13 +38,153 @@ default ``engine="python"``, which passes the connection to librdkafka unchanged
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from airflow_provider_kafka_spark.errors import ConfigurationError
+from pyspark.accumulators import Accumulator
+from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["java_client_settings"]
+from airflow_provider_kafka_spark.errors import ConfigurationError, SparkKafkaSourceMissingError
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
+from airflow_provider_kafka_spark.options import Engine
+from airflow_provider_kafka_spark.spark.read.datasource import (
+    FORMAT_NAME,
+    KAFKA_OPTION_PREFIX,
+    LAND_COMPRESSION_OPTION,
+    LAND_FOLDER_OPTION,
+    LOST_OFFSETS_OPTION,
+    SUMMARY_OPTION,
+    KafkaBoundedDataSource,
+)
+from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+from airflow_provider_kafka_spark.spark.session import spark_kafka_package
+
+__all__ = ["java_client_settings", "kafka_options", "spark_read"]
+
+SPARK_KAFKA_FORMAT = "kafka"  # Spark's built-in Kafka source
+# Settings Spark's kafka source owns or rejects; never forwarded to it.
+_SPARK_KAFKA_OWNED = frozenset({
+    "group.id", "auto.offset.reset", "enable.auto.commit", "isolation.level",
+    "key.deserializer", "value.deserializer", "interceptor.classes",
+})
+
+
+def spark_read(
+    spark: SparkSession,
+    ranges: OffsetRanges,
+    settings: Mapping[str, str],
+    *,
+    engine: Engine,
+    isolation_level: str,
+    max_records_per_split: int,
+    include_headers: bool,
+    on_data_loss: Literal["fail", "skip"],
+    poll_timeout: float,
+    lost_offsets: Accumulator[Any] | None,
+    summaries: Accumulator[Any] | None,
+    landing: ParquetFolder | None,
+) -> DataFrame:
+    """The DataFrame of ``ranges`` by the ``engine``'s source, with the client ``settings``
+    (the strings of :meth:`KafkaConfig.native()
+    <airflow_provider_kafka_spark.offsets.config.KafkaConfig.native>`).
+
+    :func:`~airflow_provider_kafka_spark.spark.read.reader.read_kafka` checked every argument
+    and the ranges' starts against the cluster before. Each Spark task reads at most
+    ``max_records_per_split`` offsets. Only ``kafka_bounded`` counts (``lost_offsets``: the
+    offsets skipped during the read; ``summaries``: each split's counts) and lands
+    (``landing``).
+
+    Raises:
+        ConfigurationError: ``engine="spark-kafka"`` and settings the Java client has no
+            equivalent for (see :func:`java_client_settings`).
+        SparkKafkaSourceMissingError: ``engine="spark-kafka"`` without Spark's kafka source.
+    """
+    if engine == "spark-kafka":
+        return _spark_kafka(spark, ranges, settings, isolation_level, max_records_per_split,
+                            include_headers, on_data_loss)
+    options = {
+        "ranges": ranges.to_json(),
+        "isolationLevel": isolation_level,
+        "maxRecordsPerSplit": str(max_records_per_split),
+        "includeHeaders": str(include_headers).lower(),
+        "onDataLoss": on_data_loss,
+        "pollTimeout": str(poll_timeout),
+        **kafka_options(settings),
+    }
+    if lost_offsets is not None:
+        options[LOST_OFFSETS_OPTION] = str(lost_offsets.aid)
+    if summaries is not None:
+        options[SUMMARY_OPTION] = str(summaries.aid)
+    if landing is not None:
+        options[LAND_FOLDER_OPTION] = landing.path
+        options[LAND_COMPRESSION_OPTION] = landing.compression
+    _register(spark)
+    return spark.read.format(FORMAT_NAME).options(**options).load()
+
+
+def kafka_options(settings: Mapping[str, str]) -> dict[str, str]:
+    """The client's ``settings`` (strings, as :meth:`KafkaConfig.native()
+    <airflow_provider_kafka_spark.offsets.config.KafkaConfig.native>` gives them) as a
+    source's ``kafka.``-prefixed options."""
+    return {KAFKA_OPTION_PREFIX + key: value for key, value in settings.items()}
+
+
+_REGISTERING = threading.Lock()
+
+
+def _register(spark: Any) -> None:
+    """Register the data source with the session; reads started at once from several threads
+    of one session (concurrent ingests) register it once, not racing each other."""
+    with _REGISTERING:
+        try:
+            spark.dataSource.register(KafkaBoundedDataSource)
+        except Exception as exc:
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+                raise
+
+
+def _spark_kafka(spark: SparkSession, ranges: OffsetRanges, settings: Mapping[str, str],
+                 isolation_level: str, max_records_per_split: int, include_headers: bool,
+                 on_data_loss: str) -> DataFrame:
+    """Spark's ``kafka`` source over ``ranges``, with numeric offsets only."""
+    client = java_client_settings({k: v for k, v in settings.items()
+                                   if k not in _SPARK_KAFKA_OWNED})
+    assign: dict[str, list[int]] = {}
+    starting: dict[str, dict[str, int]] = {}
+    ending: dict[str, dict[str, int]] = {}
+    for r in ranges:
+        if r.size == 0:
+            continue
+        assign.setdefault(r.topic, []).append(r.partition)
+        starting.setdefault(r.topic, {})[str(r.partition)] = r.start
+        ending.setdefault(r.topic, {})[str(r.partition)] = r.stop
+    reader = (spark.read.format(SPARK_KAFKA_FORMAT)
+              .option("assign", json.dumps(assign))
+              .option("startingOffsets", json.dumps(starting))
+              .option("endingOffsets", json.dumps(ending))
+              .option("kafka.isolation.level", isolation_level)
+              .option("includeHeaders", str(include_headers).lower())
+              .option("failOnDataLoss", str(on_data_loss == "fail").lower())
+              .option("maxRecordsPerPartition", str(max_records_per_split))
+              .options(**kafka_options(client)))
+    try:
+        return reader.load()
+    except Exception as exc:
+        # Spark answers "kafka" with a dedicated AnalysisException, other names with
+        # DATA_SOURCE_NOT_FOUND (through Py4J); anything else is not ours to translate.
+        text = str(exc)
+        if "DATA_SOURCE_NOT_FOUND" not in text and "Failed to find data source" not in text:
+            raise
+        raise SparkKafkaSourceMissingError(
+            "engine='spark-kafka' needs Spark's kafka source, which is not on this session's "
+            f"classpath. Start the session with spark.jars.packages={spark_kafka_package()} "
+            "(spark_session(spark_kafka=True) does that), or add the jar with spark.jars; or use "
+            "engine='python', which needs no jar."
+        ) from None
+
 
 _LOGIN_MODULES = {
     "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
