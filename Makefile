@@ -43,7 +43,11 @@ $(DEPS_STAMP): pyproject.toml tools/source_venv.py
 # An sdist and an abi3 manylinux2014 wheel (glibc 2.17+, x86_64) in dist/: the native module
 # (native/, Rust: librdkafka, OpenSSL and libcurl built from source and linked in) compiled
 # with zig against glibc 2.17, so the wheel needs only the C library. tests/wheel checks it
-# with auditwheel and installs it into clean venvs (tools/version_matrix.py).
+# with auditwheel and installs it into clean venvs (tools/version_matrix.py). `maturin sdist`
+# gets the crate's manifest on its command line: without it, maturin 1.16 first runs `cargo
+# metadata --manifest-path Cargo.toml` in this folder (there is none: the crate is native/),
+# whose "error: manifest path `Cargo.toml` does not exist" it prints and then ignores, before
+# it reads pyproject.toml's manifest-path.
 dist: $(WHEEL_STAMP)
 
 $(WHEEL_STAMP): $(BUILD_STAMP) pyproject.toml README.md $(NATIVE_SOURCES) $(PACKAGE_SOURCES)
@@ -53,7 +57,7 @@ $(WHEEL_STAMP): $(BUILD_STAMP) pyproject.toml README.md $(NATIVE_SOURCES) $(PACK
 	rm -f dist/*.whl dist/*.tar.gz
 	PATH="$(CURDIR)/$(BUILD_VENV)/bin:$$PATH" $(BUILD_VENV)/bin/maturin build --quiet --release \
 	  --zig --compatibility manylinux2014 --interpreter $(BUILD_VENV)/bin/python --out dist
-	$(BUILD_VENV)/bin/maturin sdist --out dist
+	$(BUILD_VENV)/bin/maturin sdist --manifest-path native/Cargo.toml --out dist
 	touch $@
 
 $(BUILD_STAMP):

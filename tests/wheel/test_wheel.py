@@ -6,6 +6,7 @@ resolves, reads and writes exactly once against this session's broker."""
 from __future__ import annotations
 
 import re
+import shlex
 import subprocess
 import sys
 import zipfile
@@ -52,6 +53,30 @@ def _needed(elf: bytes) -> set[str]:
     sections = ELFFile(io.BytesIO(elf)).iter_sections()
     return {tag.needed for section in sections if isinstance(section, DynamicSection)
             for tag in section.iter_tags() if tag.entry.d_tag == "DT_NEEDED"}
+
+
+def test_make_dists_sdist_step_prints_no_error(tmp_path: Path) -> None:
+    """The sdist step of ``make dist``, as the Makefile has it (only the output folder is this
+    test's): it builds the sdist and says nothing a newcomer reads as a failure."""
+    recipe = subprocess.run(["make", "--dry-run", "--always-make", "dist"], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    [line] = [line for line in recipe.splitlines() if " sdist " in line]
+    command = shlex.split(line)
+    command[command.index("--out") + 1] = str(tmp_path)
+
+    built = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300,
+                           check=False)
+
+    assert built.returncode == 0, built.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [
+        f"airflow_provider_kafka_spark-{package_version()}.tar.gz"]
+    assert "error" not in (built.stdout + built.stderr).lower(), built.stdout + built.stderr
+
+
+def package_version() -> str:
+    import tomllib
+
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 
 
 def test_the_cells_path_has_no_build_tool(tmp_path: Path) -> None:
