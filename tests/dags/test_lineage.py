@@ -142,9 +142,14 @@ def report_dag_unpaused(airflow_db: Path) -> Any:
     paused(True)
 
 
-def test_ingest_announces_the_folder_it_wrote_and_queues_the_report_dag(
+def test_under_dag_test_the_ingest_announces_no_asset_and_airflow_warns_of_none(
         run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path,
-        report_dag_unpaused: None) -> None:
+        report_dag_unpaused: None, capfd: pytest.CaptureFixture[str]) -> None:
+    """``dag.test()`` runs no scheduler: the ingest announces no output asset there (Airflow,
+    which learns of an asset announced through an alias only from its first event, would warn
+    that it has no such asset, then that it is inactive, once per hour written). With a
+    scheduler the event is announced and runs the report DAG: tests/deployed/test_scheduled_run.
+    """
     from airflow.models.asset import AssetDagRunQueue, AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
@@ -156,15 +161,16 @@ def test_ingest_announces_the_folder_it_wrote_and_queues_the_report_dag(
     outcome = run_dag("kafka_hourly_ingest", logical_date=T1, conf=conf)
 
     assert outcome.state == "success", outcome.errors
+    assert outcome.xcom["ingest"]["records"] == 9
     folder = tmp_path / "out" / T1.subtract(hours=1).strftime("%Y-%m-%dT%H")
+    assert folder.is_dir()
     with create_session() as session:
-        asset = session.scalars(select(AssetModel).where(
-            AssetModel.uri == f"file://{folder}")).one()
-        events = session.scalars(select(AssetEvent).where(AssetEvent.asset_id == asset.id)).all()
-        assert [(e.source_dag_id, e.source_task_id, e.extra) for e in events] == [
-            ("kafka_hourly_ingest", "ingest", {"records": 9})]
-        assert [a.name for a in events[0].source_aliases] == [
-            "kafka_spark:kafka_hourly_ingest.ingest"]
-        queued = session.scalars(select(AssetDagRunQueue.target_dag_id).where(
-            AssetDagRunQueue.asset_id == asset.id)).all()
-        assert queued == ["kafka_hourly_report"]
+        assert session.scalars(select(AssetModel.uri).where(
+            AssetModel.uri == f"file://{folder}")).all() == []
+        assert session.scalars(select(AssetEvent.extra).where(
+            AssetEvent.source_dag_id == "kafka_hourly_ingest")).all() == []
+        assert session.scalars(select(AssetDagRunQueue.target_dag_id).where(
+            AssetDagRunQueue.target_dag_id == "kafka_hourly_report")).all() == []
+    printed = capfd.readouterr()
+    for noise in ("cannot create asset event", "inactive AssetModel"):
+        assert noise not in printed.out + printed.err
