@@ -22,10 +22,13 @@
 * login: the simple auth manager with one user ``admin`` whose password is written to
   ``DIR/home/simple_auth_manager_passwords.json`` (random once, then kept).
 
-With ``extra_dags=FOLDER`` the DAG files in that folder are a second DAG bundle, ``extra``,
-looked at every 2 s (tests write their own DAGs there). ``kill(stack, name)`` SIGKILLs one
-service (its process group, by pid: a crash) and ``relaunch(stack, name)`` starts it again
-with the environment it had.
+With ``extra_dags=FOLDER`` (``scripts/airflow-local start --dags FOLDER``) the DAG files in
+that folder are a second DAG bundle, ``extra``, beside the example DAGs, looked at every 2 s (a
+user's own DAGs; tests write theirs there). ``restart(stack, name)`` (``scripts/airflow-local
+restart NAME``) stops one service by its pid file (SIGTERM, as ``stop`` does), starts it again
+with the environment it had and returns once the stack is healthy with it. ``kill(stack,
+name)`` SIGKILLs one service instead (its process group, by pid: a crash) and
+``relaunch(stack, name)`` starts it again, as ``restart`` does.
 
 It returns once ``/api/v2/monitor/health`` reports the scheduler, triggerer and dag-processor
 healthy and ``/api/v2/dags`` lists every example DAG. ``stop()`` ends every process it
@@ -52,6 +55,7 @@ import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from tools import postgres_server
@@ -305,7 +309,11 @@ def seed_demo_topic(bootstrap: str) -> int:
     return DEMO_EVENTS
 
 
-def _wait_ready(stack: Stack, pids: Mapping[str, int], dags: Sequence[str]) -> None:
+def _wait_ready(stack: Stack, pids: Mapping[str, int], dags: Sequence[str],
+                heartbeat_since: tuple[str, datetime] | None = None) -> None:
+    """Return once every component is healthy and ``dags`` are listed; with
+    ``heartbeat_since=(component, moment)``, once that component's latest heartbeat is not
+    before ``moment`` too (a service started then)."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     last = "the API server did not answer"
     token: str | None = None
@@ -318,6 +326,11 @@ def _wait_ready(stack: Stack, pids: Mapping[str, int], dags: Sequence[str]) -> N
             assert isinstance(health, dict)
             unhealthy = [c for c in HEALTH_COMPONENTS
                          if (health.get(c) or {}).get("status") != "healthy"]
+            if heartbeat_since and heartbeat_since[0] in HEALTH_COMPONENTS:
+                component, moment = heartbeat_since
+                beat = (health.get(component) or {}).get(f"latest_{component}_heartbeat")
+                if not beat or datetime.fromisoformat(beat) < moment:
+                    unhealthy.append(f"{component} (no heartbeat since its restart)")
             if unhealthy:
                 last = f"not healthy yet: {', '.join(unhealthy)}"
             else:
@@ -351,18 +364,26 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
     DIR/kafka. ``db`` is the metadata DB, ``"sqlite"`` or ``"postgres"`` (a server in
     DIR/postgres). ``extra_env`` is added to the services' environment (e.g. JVM options for
     Spark, or ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples).
-    ``extra_dags``: a folder (created) whose DAG files are a second bundle, ``extra``."""
+    ``extra_dags``: a folder (created) whose DAG files are a second bundle, ``extra``, beside
+    the example DAGs. A stack already running in ``run_dir`` is returned as it is (an error
+    when it has another metadata DB or ``extra_dags`` folder)."""
     if db not in DATABASES:
         raise StackError(f"db={db!r}: the metadata DB is one of {', '.join(DATABASES)}")
+    if extra_dags is not None and extra_dags.exists() and not extra_dags.is_dir():
+        raise StackError(f"the DAGs folder {extra_dags} is a file; pass the folder it is in.")
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     state_file = run_dir / "stack.json"
     if all(read_pid(run_dir, name) for name in SERVICES) and state_file.exists():
-        state = {"database": sqlite_url(run_dir), **json.loads(state_file.read_text())}
-        running = Stack(**{**state, "run_dir": Path(state["run_dir"])})
+        running = running_stack(run_dir)
         if db_kind(running.database) != db:
             raise StackError(f"the Airflow in {run_dir} runs on {db_kind(running.database)}; "
                              f"run `scripts/airflow-local stop --dir {run_dir}` first.")
+        wanted = None if extra_dags is None else str(extra_dags.resolve())
+        if wanted is not None and wanted != running.extra_dags:
+            raise StackError(f"the Airflow in {run_dir} runs with the DAGs of "
+                             f"{running.extra_dags or 'dags/ only'}, not {wanted}; run "
+                             f"`scripts/airflow-local stop --dir {run_dir}` first.")
         return running
     if any(read_pid(run_dir, name) for name in SERVICES):
         raise StackError(f"some Airflow services still run from {run_dir}; "
@@ -400,6 +421,49 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
         raise
 
 
+def running_stack(run_dir: Path = DEFAULT_DIR) -> Stack:
+    """The stack ``start`` started in ``run_dir`` (read from ``DIR/stack.json``)."""
+    run_dir = run_dir.resolve()
+    state_file = run_dir / "stack.json"
+    if not state_file.exists():
+        raise StackError(f"no Airflow was started in {run_dir}; run "
+                         f"`scripts/airflow-local start --dir {run_dir}` first.")
+    state = {"database": sqlite_url(run_dir), **json.loads(state_file.read_text())}
+    return Stack(**{**state, "run_dir": Path(state["run_dir"])})
+
+
+def restart(stack: Stack, name: str) -> int:
+    """Stop the service ``name`` of ``stack`` as ``stop`` does (SIGTERM to its process group,
+    by its pid file; SIGKILL after ``STOP_GRACE_S``), start it again (:func:`relaunch`) with
+    the environment it had (``/proc/<pid>/environ``; a service that had exited gets the one
+    ``start`` gave it) and return its new pid once the stack is healthy: every service runs,
+    the API server answers and, for a scheduler, triggerer or dag-processor, the restarted
+    one has heartbeaten (until then the health endpoint reports the old one's last
+    heartbeat)."""
+    if name not in SERVICES:
+        raise StackError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
+    others = {n: read_pid(stack.run_dir, n) for n in SERVICES if n != name}
+    gone = [n for n, p in others.items() if p is None]
+    if gone:
+        raise StackError(f"airflow {', '.join(gone)} does not run from {stack.run_dir}; run "
+                         f"`scripts/airflow-local stop --dir {stack.run_dir}`, then `start`.")
+    running = read_pid(stack.run_dir, name)
+    env = None if running is None else _environment(running)
+    stop_service(stack.run_dir, name, grace=STOP_GRACE_S)
+    began = datetime.now(UTC)
+    pid = relaunch(stack, name, env)
+    _wait_ready(stack, {**{n: p for n, p in others.items() if p is not None}, name: pid},
+                dags=(), heartbeat_since=(name.replace("-", "_"), began))
+    return pid
+
+
+def _environment(pid: int) -> dict[str, str]:
+    """The environment process ``pid`` was started with (``/proc/<pid>/environ``)."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    pairs = (entry.split(b"=", 1) for entry in raw.split(b"\0") if b"=" in entry)
+    return {key.decode(): value.decode() for key, value in pairs}
+
+
 def kill(stack: Stack, name: str) -> int:
     """SIGKILL the service ``name`` of ``stack`` now, as a crash would (its process group and
     every descendant, by pid; nothing by name); the pid it had. Start it again with
@@ -413,14 +477,16 @@ def kill(stack: Stack, name: str) -> int:
     return pid
 
 
-def relaunch(stack: Stack, name: str) -> int:
-    """Start the service ``name`` of ``stack`` again (after :func:`kill`), with the environment
-    ``start`` gave it; its new pid."""
+def relaunch(stack: Stack, name: str, env: Mapping[str, str] | None = None) -> int:
+    """Start the service ``name`` of ``stack`` again (after :func:`kill`), with ``env``
+    (default: the environment ``start`` gave it); its new pid. Returns at once; see
+    :func:`restart` for a stop, start and wait until healthy."""
     if name not in SERVICES:
         raise StackError(f"{name!r} is not one of the services {', '.join(SERVICES)}")
     if read_pid(stack.run_dir, name) is not None:
         raise StackError(f"airflow {name} still runs from {stack.run_dir}")
-    return launch(stack.run_dir, name, [str(airflow_bin()), name], stack_env(stack))
+    return launch(stack.run_dir, name, [str(airflow_bin()), name],
+                  stack_env(stack) if env is None else env)
 
 
 def stop(run_dir: Path = DEFAULT_DIR, *, discard: bool = False) -> None:
@@ -458,5 +524,8 @@ def login_hint(stack: Stack) -> str:
             f"Kafka: bootstrap.servers={stack.bootstrap} (connection kafka_default), topic "
             f"{DEMO_TOPIC}\nmetadata DB: {stack.database}\n"
             f"output of the example DAGs: {stack.output_root}/<dag_id>/...\n"
-            f"logs: {stack.run_dir}/<service>.log   stop: scripts/airflow-local stop"
+            + (f"your DAGs: {stack.extra_dags} (the bundle {EXTRA_BUNDLE!r}, looked at every "
+               f"{EXTRA_BUNDLE_REFRESH_S} s)\n" if stack.extra_dags else "")
+            + f"logs: {stack.run_dir}/<service>.log   restart one: scripts/airflow-local "
+            f"restart <service>   stop: scripts/airflow-local stop"
             + ("" if stack.run_dir == DEFAULT_DIR.resolve() else f" --dir {stack.run_dir}"))

@@ -1,0 +1,126 @@
+"""``scripts/airflow-local`` as a user drives it, on the session's stack (started with
+``extra_dags``, which is what ``start --dags FOLDER`` passes): a DAG file of the user's own in
+that folder is parsed beside the example DAGs and its run resolves exactly the offsets produced;
+``start --dags FOLDER`` against the running stack answers with it; ``restart scheduler`` ends
+the scheduler, starts a new one (a new pid, the old one gone) and returns with the stack
+healthy, and the user's DAG runs again under the new scheduler and resolves the new offsets."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.deployed import AirflowApi
+from tools.airflow_stack import EXAMPLE_DAGS, HEALTH_COMPONENTS, ROOT
+from tools.kafka_records import produce
+from tools.processes import alive, read_pid
+
+pytestmark = [pytest.mark.deployed, pytest.mark.integration]
+
+LAUNCHER = ROOT / "scripts" / "airflow-local"
+PARSE_TIMEOUT_S = 90.0  # the extra bundle is looked at every 2 s; a parse takes a few seconds
+
+DAG_FILE = '''
+import pendulum
+from airflow.sdk import DAG
+from airflow_provider_kafka_spark.operators import KafkaResolveOffsetsOperator
+
+with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+         is_paused_upon_creation=False):
+    KafkaResolveOffsetsOperator(task_id="resolve_offsets", topics={topic!r},
+                                start="earliest", stop="latest")
+'''
+
+
+def launcher(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(LAUNCHER), *args], capture_output=True,
+                          text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
+
+
+def wait_parsed(airflow: AirflowApi, dag_id: str) -> None:
+    deadline = time.monotonic() + PARSE_TIMEOUT_S
+    while True:
+        try:
+            airflow.call("GET", f"/api/v2/dags/{dag_id}")
+            return
+        except AssertionError:
+            errors = airflow.call("GET", "/api/v2/importErrors?limit=100")["import_errors"]
+            mine = [e for e in errors if dag_id in e["filename"]]
+            assert not mine, mine[0]["stack_trace"]
+            assert time.monotonic() < deadline, f"{dag_id} was not parsed"
+            time.sleep(1.0)
+
+
+def resolved(airflow: AirflowApi, dag_id: str) -> list[tuple[int, int, int]]:
+    """Trigger ``dag_id`` once; the (partition, start, stop) its resolve task found."""
+    run_id = airflow.trigger(dag_id, {})
+    run = airflow.wait(dag_id, run_id)
+    assert run["state"] == "success", airflow.failure_report(dag_id, run_id)
+    ranges = airflow.xcom(dag_id, run_id, "resolve_offsets")
+    return [(r["partition"], r["start"], r["stop"]) for r in ranges["ranges"]]
+
+
+@pytest.mark.timeout(420)
+def test_a_dag_folder_of_ones_own_and_a_restarted_scheduler(
+        airflow: AirflowApi, new_topic: Any, kafka_config: dict[str, Any]) -> None:
+    stack = airflow.stack
+    assert stack.extra_dags is not None
+    dags = Path(stack.extra_dags)
+    topic = new_topic(partitions=2)
+    dag_id = f"my_own_{topic.split('-')[-1]}"
+    produce(kafka_config, topic, [(0, b"a", b"1", 1_000), (0, b"b", b"2", 2_000),
+                                  (0, b"c", b"3", 3_000), (1, b"d", b"4", 1_000),
+                                  (1, b"e", b"5", 2_000)])
+    (dags / f"{dag_id}.py").write_text(DAG_FILE.format(dag_id=dag_id, topic=topic))
+    try:
+        # `start --dags FOLDER` on the running stack: the same stack, with that folder.
+        again = launcher("start", "--dir", str(stack.run_dir), "--db", "postgres",
+                         "--dags", str(dags))
+        assert again.returncode == 0, again.stderr
+        assert f"your DAGs: {dags} (the bundle 'extra'" in again.stdout, again.stdout
+        other = launcher("start", "--dir", str(stack.run_dir), "--db", "postgres",
+                         "--dags", str(dags.parent))
+        assert other.returncode == 1
+        assert f"runs with the DAGs of {dags}, not {dags.parent}" in other.stderr, other.stderr
+
+        wait_parsed(airflow, dag_id)
+        listed = {d["dag_id"] for d in airflow.call("GET", "/api/v2/dags?limit=100")["dags"]}
+        assert {dag_id, *EXAMPLE_DAGS} <= listed
+        assert resolved(airflow, dag_id) == [(0, 0, 3), (1, 0, 2)]
+
+        before = read_pid(stack.run_dir, "scheduler")
+        assert before is not None
+        restarted = launcher("restart", "scheduler", "--dir", str(stack.run_dir))
+        assert restarted.returncode == 0, restarted.stderr
+        after = read_pid(stack.run_dir, "scheduler")
+        assert after is not None and after != before and not alive(before)
+        assert f"airflow scheduler runs again (pid {after})" in restarted.stdout
+        health = airflow.call("GET", "/api/v2/monitor/health")
+        assert {c: health[c]["status"] for c in HEALTH_COMPONENTS} == {
+            c: "healthy" for c in HEALTH_COMPONENTS}
+
+        # The new scheduler runs the user's DAG: a new run resolves the new offsets.
+        produce(kafka_config, topic, [(0, b"f", b"6", 4_000)])
+        assert resolved(airflow, dag_id) == [(0, 0, 4), (1, 0, 2)]
+    finally:
+        (dags / f"{dag_id}.py").unlink(missing_ok=True)
+
+
+def test_restart_refuses_an_unknown_service_and_a_folder_without_a_stack(
+        tmp_path: Path) -> None:
+    unknown = launcher("restart", "webserver", "--dir", str(tmp_path))
+    assert unknown.returncode == 2
+    assert "invalid choice: 'webserver'" in unknown.stderr
+    nothing = launcher("restart", "scheduler", "--dir", str(tmp_path))
+    assert nothing.returncode == 1
+    assert f"no Airflow was started in {tmp_path}" in nothing.stderr
+    missing = launcher("start", "--dir", str(tmp_path), "--dags", str(tmp_path / "nope"))
+    assert missing.returncode == 2
+    assert "--dags" in missing.stderr and "no such folder" in missing.stderr
+    assert not (tmp_path / "stack.json").exists()
+
