@@ -77,8 +77,9 @@ POSTGRES_DATABASE = "airflow"
 SERVICES = ("api-server", "scheduler", "dag-processor", "triggerer")
 # The components /api/v2/monitor/health reports on, besides the metadata DB.
 HEALTH_COMPONENTS = ("scheduler", "triggerer", "dag_processor")
-EXAMPLE_DAGS = ("kafka_adhoc", "kafka_backfill_by_time", "kafka_hourly_ingest",
-                "kafka_hourly_on_data", "kafka_hourly_report", "kafka_incremental_committed",
+EXAMPLE_DAGS = ("kafka_adhoc", "kafka_backfill_by_time", "kafka_daily_rollup",
+                "kafka_hourly_ingest", "kafka_hourly_on_data", "kafka_hourly_partitioned",
+                "kafka_hourly_report", "kafka_incremental_committed",
                 "kafka_to_kafka_exactly_once", "kafka_window_when_complete")
 USERNAME = "admin"
 PASSWORDS_FILE = "simple_auth_manager_passwords.json"

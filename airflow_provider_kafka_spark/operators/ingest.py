@@ -58,7 +58,10 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     Returns (XCom) ``ingest``'s statistics (``IngestResult.to_dict()``: counts, per-partition
     entries, throughput, ``output``: the sink's description), also logged as a table and
     counted in ``Stats`` (:mod:`~airflow_provider_kafka_spark.operators.metrics`); each run
-    announces the output's asset through the alias ``kafka_spark:<dag_id>.<task_id>``.
+    that wrote something announces the output's asset through the alias
+    ``kafka_spark:<dag_id>.<task_id>`` (not under ``dag.test()``). In a partitioned run
+    (Airflow 3.3) Airflow gives that event, and those of the task's ``outlets``, the run's
+    ``partition_key``: declare a partitioned output as ``outlets=[Asset(...)]``.
 
     :param ranges: the resolve task's XCom (``resolve.output``) or its JSON; templated.
     :param sink: where the records go (a :class:`~airflow_provider_kafka_spark.sinks.Sink`);

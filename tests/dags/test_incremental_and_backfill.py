@@ -98,6 +98,7 @@ def test_every_example_dag_parses_without_importing_spark() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=120).stdout.strip().splitlines()[-1]
     assert out == ("[] ['kafka_adhoc', 'kafka_avro_to_parquet', 'kafka_backfill_by_time', "
-                   "'kafka_hourly_ingest', 'kafka_hourly_on_data', "
+                   "'kafka_daily_rollup', 'kafka_hourly_ingest', 'kafka_hourly_on_data', "
+                   "'kafka_hourly_partitioned', "
                    "'kafka_hourly_report', 'kafka_hourly_to_iceberg', 'kafka_incremental_committed', "
                    "'kafka_to_kafka_exactly_once', 'kafka_window_when_complete'] False")

@@ -29,6 +29,7 @@ from tests.support.backfill import (
     backfill,
     check_runs,
     produce_hours,
+    read_folder,
     record,
     records_by_hour,
     run_ranges,
@@ -47,12 +48,6 @@ UUID = re.compile(r"-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 LAYOUT = across_midnight(8)
 HOURS = LAYOUT.hours
 T0 = LAYOUT.t0
-
-
-def read_folder(folder: Path) -> list[tuple[Any, ...]]:
-    rows = pq.read_table(folder, columns=["partition", "offset", "key", "value", "timestamp"])
-    return sorted((r["partition"], r["offset"], r["key"], r["value"],
-                   int(r["timestamp"].timestamp() * 1000)) for r in rows.to_pylist())
 
 
 def snapshot(folder: Path) -> dict[str, Any]:

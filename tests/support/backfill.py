@@ -14,9 +14,13 @@ from __future__ import annotations
 import json
 import time
 import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
+
+import pyarrow.parquet as pq
 
 from tests.support.deployed import AirflowApi
 from tools.kafka_records import (
@@ -165,6 +169,13 @@ def records_by_hour(kafka_config: dict[str, Any], topic: str,
     return folders
 
 
+def read_folder(folder: Path) -> list[tuple[Any, ...]]:
+    """An hourly folder's records as (partition, offset, key, value, ts), sorted."""
+    rows = pq.read_table(folder, columns=["partition", "offset", "key", "value", "timestamp"])
+    return sorted((r["partition"], r["offset"], r["key"], r["value"],
+                   int(r["timestamp"].timestamp() * 1000)) for r in rows.to_pylist())
+
+
 def wait_for_backfills_complete(airflow: AirflowApi, dag_id: str) -> None:
     """Until every backfill of ``dag_id`` is marked complete (Airflow refuses a second one
     meanwhile). The scheduler marks them every 30 s once their runs are finished, so the
@@ -179,11 +190,14 @@ def wait_for_backfills_complete(airflow: AirflowApi, dag_id: str) -> None:
 
 
 def backfill(airflow: AirflowApi, dag_id: str, conf: dict[str, Any],
-             *options: str, start: datetime = T0, hours: int = HOURS) -> list[dict[str, Any]]:
+             *options: str, start: datetime = T0, hours: int = HOURS,
+             partitions: Sequence[str] = ()) -> list[dict[str, Any]]:
     """``airflow backfill create`` of ``dag_id`` over the 24 hours (or ``hours`` from
     ``start``; the DAG paused meanwhile), then unpause: the runs (hour order) once all are
     finished. (A backfill before it must be marked complete first: waited for here, not when
-    it finished, so that wait overlaps the test's work in between.)"""
+    it finished, so that wait overlaps the test's work in between.) ``partitions``: a
+    partitioned DAG's keys of those hours (its runs have no logical date: found by key; with
+    ``--reprocess-behavior``, Airflow 3.3 adds a new run beside the old one: the newest)."""
     last = start + timedelta(hours=hours - 1)
     command = ("backfill", "create", "--dag-id", dag_id, "--from-date", start.isoformat(),
                "--to-date", last.isoformat(),
@@ -211,12 +225,16 @@ def backfill(airflow: AirflowApi, dag_id: str, conf: dict[str, Any],
         (4, conf, None)
     # Backfill runs of a paused DAG stay queued (docs/airflow.md): unpause to run them.
     airflow.unpause(dag_id)
-    query = urllib.parse.urlencode({
+    query = urllib.parse.urlencode({"run_type": "backfill", "limit": 100} if partitions else {
         "logical_date_gte": start.isoformat(), "limit": 100, "order_by": "logical_date",
         "logical_date_lte": last.isoformat()})
     deadline = time.monotonic() + BACKFILL_TIMEOUT_S
     while True:
         runs = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns?{query}")["dag_runs"]
+        if partitions:  # the newest run of each key (a reprocessed key gets a new run)
+            newest = {r["partition_key"]: r for r in sorted(runs, key=lambda r: r["queued_at"])
+                      if r["partition_key"] in partitions}
+            runs = [newest[key] for key in sorted(newest)]
         unfinished = [r["logical_date"] for r in runs if r["state"] not in ("success", "failed")]
         if runs and not unfinished:
             return list(runs)
