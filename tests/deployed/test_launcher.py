@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,20 +39,6 @@ with DAG({dag_id!r}, schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz=
 def launcher(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(LAUNCHER), *args], capture_output=True,
                           text=True, timeout=300, check=False, stdin=subprocess.DEVNULL)
-
-
-def wait_parsed(airflow: AirflowApi, dag_id: str) -> None:
-    deadline = time.monotonic() + PARSE_TIMEOUT_S
-    while True:
-        try:
-            airflow.call("GET", f"/api/v2/dags/{dag_id}")
-            return
-        except AssertionError:
-            errors = airflow.call("GET", "/api/v2/importErrors?limit=100")["import_errors"]
-            mine = [e for e in errors if dag_id in e["filename"]]
-            assert not mine, mine[0]["stack_trace"]
-            assert time.monotonic() < deadline, f"{dag_id} was not parsed"
-            time.sleep(1.0)
 
 
 def resolved(airflow: AirflowApi, dag_id: str) -> list[tuple[int, int, int]]:
@@ -88,7 +73,7 @@ def test_a_dag_folder_of_ones_own_and_a_restarted_scheduler(
         assert other.returncode == 1
         assert f"runs with the DAGs of {dags}, not {dags.parent}" in other.stderr, other.stderr
 
-        wait_parsed(airflow, dag_id)
+        airflow.wait_parsed(dag_id, PARSE_TIMEOUT_S)
         listed = {d["dag_id"] for d in airflow.call("GET", "/api/v2/dags?limit=100")["dags"]}
         assert {dag_id, *EXAMPLE_DAGS} <= listed
         assert resolved(airflow, dag_id) == [(0, 0, 3), (1, 0, 2)]

@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 
 from airflow_provider_kafka_spark.offsets import audit
-from tests.deployed.test_progress_log import wait_for_dag
 from tests.support.backfill import (
     BACKFILL_TIMEOUT_S,
     HOUR_MS,
     backfill,
+    check_tasks,
     read_folder,
     records_by_hour,
 )
@@ -114,12 +114,7 @@ def check_runs(airflow: AirflowApi, runs: list[dict[str, Any]], keys: list[str],
     for run in runs:
         assert (run["run_type"], run["logical_date"], run["data_interval_start"]) == \
             ("backfill", None, None)
-        tis = airflow.call("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/"
-                                  f"{urllib.parse.quote(run['dag_run_id'], safe='')}/taskInstances")
-        assert {ti["task_id"]: ti["state"] for ti in tis["task_instances"]} == \
-            {"resolve_offsets": "success", "ingest": "success"}
-        assert all(datetime.fromisoformat(ti["start_date"]) > after
-                   for ti in tis["task_instances"]), run["dag_run_id"]
+        check_tasks(airflow, DAG_ID, run, after)
 
 
 def wait_for_rollup(airflow: AirflowApi) -> dict[str, Any]:
@@ -144,7 +139,7 @@ def test_partitioned_hours_tile_roll_up_by_day_and_reprocess_their_pinned_slices
     assert {h: len(rows) for h, rows in expected.items()} == {0: 3, 2: 3, 3: 2}
     root = tmp_path / "hours"
     conf = {"topics": topic, "output_root": str(root)}
-    wait_for_dag(airflow, ROLLUP)
+    airflow.wait_parsed(ROLLUP)
     airflow.unpause(ROLLUP)
 
     started = datetime.now(UTC)

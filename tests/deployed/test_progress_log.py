@@ -47,17 +47,6 @@ LINE = re.compile(r"ingest: (?P<read>[\d,]+) of at most 400 records read \((?P<p
                   r"Spark UI: http://[\w.-]+:\d+")
 
 
-def wait_for_dag(airflow: AirflowApi, dag_id: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            airflow.call("GET", f"/api/v2/dags/{dag_id}")
-            return
-        except AssertionError:
-            assert time.monotonic() < deadline, f"{dag_id} was not parsed within {timeout:.0f} s"
-            time.sleep(0.5)
-
-
 def test_a_long_ingest_logs_its_progress_in_the_task_log(
         airflow: AirflowApi, new_topic: Any, kafka_config: dict[str, Any],
         tmp_path: Path) -> None:
@@ -70,7 +59,7 @@ def test_a_long_ingest_logs_its_progress_in_the_task_log(
     dag_file.write_text(DAG_FILE.format(dag_id=dag_id, ranges=ranges.to_dict(),
                                         output=str(tmp_path / "out")))
     try:
-        wait_for_dag(airflow, dag_id)
+        airflow.wait_parsed(dag_id)
         airflow.unpause(dag_id)
         run_id = airflow.trigger(dag_id, {})
         run = airflow.wait(dag_id, run_id)

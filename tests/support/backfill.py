@@ -255,12 +255,17 @@ def check_runs(airflow: AirflowApi, dag_id: str, runs: list[dict[str, Any]],
         assert run["run_type"] == "backfill"
         assert datetime.fromisoformat(run["logical_date"]) == start
         assert datetime.fromisoformat(run["data_interval_end"]) == start + timedelta(hours=1)
-        tis = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
-                                  f"{urllib.parse.quote(run['dag_run_id'], safe='')}/taskInstances")
-        assert {ti["task_id"]: ti["state"] for ti in tis["task_instances"]} == \
-            {"resolve_offsets": "success", "ingest": "success"}
-        assert all(datetime.fromisoformat(ti["start_date"]) > after
-                   for ti in tis["task_instances"]), run["dag_run_id"]
+        check_tasks(airflow, dag_id, run, after)
+
+
+def check_tasks(airflow: AirflowApi, dag_id: str, run: dict[str, Any], after: datetime) -> None:
+    """The run's two tasks, resolve and ingest, succeeded, both started after ``after``."""
+    tis = airflow.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                              f"{urllib.parse.quote(run['dag_run_id'], safe='')}/taskInstances")
+    assert {ti["task_id"]: ti["state"] for ti in tis["task_instances"]} == \
+        {"resolve_offsets": "success", "ingest": "success"}
+    assert all(datetime.fromisoformat(ti["start_date"]) > after
+               for ti in tis["task_instances"]), run["dag_run_id"]
 
 
 def run_ranges(airflow: AirflowApi, dag_id: str,

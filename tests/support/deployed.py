@@ -56,6 +56,21 @@ class AirflowApi:
             time.sleep(1.0)
         raise AssertionError("unreachable")
 
+    def wait_parsed(self, dag_id: str, timeout: float = 60.0) -> None:
+        """Until the DAG processor has parsed ``dag_id`` (an import error of its file fails
+        the test with the error's stack trace)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.call("GET", f"/api/v2/dags/{dag_id}")
+                return
+            except AssertionError:
+                errors = self.call("GET", "/api/v2/importErrors?limit=100")["import_errors"]
+                mine = [e for e in errors if dag_id in e["filename"]]
+                assert not mine, mine[0]["stack_trace"]
+                assert time.monotonic() < deadline, f"{dag_id} was not parsed in {timeout:.0f} s"
+                time.sleep(0.5)
+
     def unpause(self, dag_id: str) -> None:
         assert self.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False})["is_paused"] is False
 
