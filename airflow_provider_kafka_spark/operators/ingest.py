@@ -218,7 +218,8 @@ def run_info(task: KafkaSparkIngestOperator, context: Any, ranges: OffsetRanges)
         ledger_since=ledger_since(context, ranges), kafka_config=lambda: task.kafka_config,
         properties={"dag-id": task.dag_id, "task-id": task.task_id,
                     "run-id": str(context["run_id"]),
-                    "try-number": str(getattr(ti, "try_number", None))})
+                    "try-number": str(getattr(ti, "try_number", None))},
+        partition_key=context.get("partition_key") or None)
 
 
 def run_generation(dag_run: Any) -> int | str:
@@ -237,11 +238,12 @@ def run_generation(dag_run: Any) -> int | str:
 def ledger_since(context: Any, ranges: OffsetRanges) -> datetime | None:
     """When the run's first write with the default write id (which names the ranges) can have
     begun at the earliest: when its ranges were first resolved (a pin keeps that time for every
-    try and clear, and for a run created again under its id) or the run's ``run_after`` (a
-    ``re_resolve`` that found the same ranges again), whichever is earlier. The Kafka sink
-    reads the write's ledger from there, not from its start."""
+    try and clear, and for a run created again under its id), the run's ``run_after`` (a
+    ``re_resolve`` that found the same ranges again), or a partitioned run's
+    ``partition_date`` (an earlier run of the partition, reprocessed as a new run), whichever
+    is earliest. The Kafka sink reads the write's ledger from there, not from its start."""
     run_after = getattr(context.get("dag_run"), "run_after", None)
-    moments = [m for m in (ranges.resolved_at, run_after)
+    moments = [m for m in (ranges.resolved_at, run_after, context.get("partition_date"))
                if isinstance(m, datetime) and m.utcoffset() is not None]
     return min(moments) if moments else None
 

@@ -34,6 +34,7 @@ class RunInfo:
     :param dag_id: the DAG.
     :param task_id: the ingest task.
     :param run_id: the dag run's id.
+    :param partition_key: a partitioned run's key (Airflow 3.3), else None.
     :param ranges: the run's pinned offset ranges.
     :param map_index: the task's map index, -1 when not mapped.
     :param generation: which processing of the run this is (the operator's
@@ -53,6 +54,7 @@ class RunInfo:
     ledger_since: datetime | None = None
     kafka_config: KafkaConfig = field(default_factory=dict, repr=False)
     properties: Mapping[str, str] = field(default_factory=dict)
+    partition_key: str | None = None
 
     @property
     def application(self) -> str:
@@ -60,9 +62,17 @@ class RunInfo:
         return f"{self.dag_id}.{self.task_id}"
 
     @property
+    def run_key(self) -> str:
+        """The run as the writes name it: ``partition=<partition_key>`` in a partitioned run,
+        else the run id. (Airflow 3.3 reprocesses a partition as a new run, beside the old
+        one: its writes are those of the same run, so a Kafka write skips what the first
+        wrote and a table commit replaces its rows.)"""
+        return f"partition={self.partition_key}" if self.partition_key else self.run_id
+
+    @property
     def run(self) -> str:
-        """The run id, and ``#<map index>`` for a mapped task."""
-        return self.run_id if self.map_index < 0 else f"{self.run_id}#{self.map_index}"
+        """:attr:`run_key`, and ``#<map index>`` for a mapped task."""
+        return self.run_key if self.map_index < 0 else f"{self.run_key}#{self.map_index}"
 
 
 class Sink(ABC):

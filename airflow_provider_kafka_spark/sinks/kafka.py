@@ -50,8 +50,9 @@ class KafkaSink(Sink):
         on the cluster (the operator's default: ``<dag_id>.<task_id>``).
     :param write_id: for ``exactly_once``; templated in the operator. The operator's default
         is stable for the run and its ranges (``<dag_id>/<task_id>/<run_id>/<digest of the
-        ranges>``): a retry of the task, or a clear of the run (whose resolve task returns the
-        run's pinned ranges), skips what an earlier attempt committed, so ``read_committed``
+        ranges>``; ``partition=<key>`` for the run id in a partitioned run, which Airflow
+        reprocesses as a new run): a retry of the task, or a clear of the run (whose resolve
+        task returns the run's pinned ranges), skips what an earlier attempt committed, so ``read_committed``
         readers see every record once; ranges resolved anew on purpose are a new write.
     :param dead_letter_topic: where undecodable records go (``on_corrupt="dead_letter"``),
         written by the same ``write_kafka`` call as the output (with ``exactly_once``: the
@@ -123,7 +124,7 @@ class KafkaSink(Sink):
             else self.kafka_config,
             delivery_guarantee=self.delivery_guarantee,
             transactional_id_prefix=self.transactional_id_prefix or run.application,
-            write_id=self.write_id or default_write_id(run.dag_id, run.task_id, run.run_id,
+            write_id=self.write_id or default_write_id(run.dag_id, run.task_id, run.run_key,
                                                        run.ranges),
             dead_letter_topic=self.dead_letter_topic,
             ledger_since=self.ledger_since if self.write_id else run.ledger_since)

@@ -293,3 +293,37 @@ def test_the_kafka_sinks_ledger_is_read_from_the_earlier_of_the_first_resolution
     assert ledger_since({"dag_run": SimpleNamespace(run_after=earlier)}, ranges) == earlier
     assert ledger_since({"dag_run": SimpleNamespace(run_after=later)}, ranges) == resolved
     assert ledger_since({}, ranges) == resolved  # no run: the ranges' first resolution
+
+
+def test_a_partition_reprocessed_as_a_new_run_is_the_same_run_to_the_sinks() -> None:
+    """Airflow 3.3 reprocesses a partition (``airflow backfill create --reprocess-behavior
+    completed``) as a new run with a new run id beside the old one. The sinks must see the
+    same run: the Kafka sink's default write id is the same (its ledger skips what the first
+    run wrote), a table sink's run is the same with another generation (its commit replaces
+    the first run's rows), and the Kafka ledger is read from the partition's start."""
+    ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),),
+                          resolved_at=pendulum.datetime(2026, 11, 27, 13, tz="UTC"))
+    hour = pendulum.datetime(2026, 11, 25, 8, tz="UTC")
+
+    def info(op: KafkaSparkIngestOperator, run_id: str, started: Any) -> Any:
+        context = {"run_id": run_id, "partition_key": "2026-11-25T08:00:00",
+                   "partition_date": hour,
+                   "dag_run": SimpleNamespace(clear_number=0, start_date=started,
+                                              run_after=started),
+                   "ti": SimpleNamespace(map_index=-1, try_number=1)}
+        return op.sink.for_run(run_info(op, context, ranges))
+
+    kafka = KafkaSparkIngestOperator(task_id="i", ranges=ranges.to_dict(),
+                                     sink=KafkaSink("out", kafka_config={"bootstrap.servers": "b"}))
+    first = info(kafka, "backfill__2026-11-25T08:00:00+00:00__x1", hour.add(days=2))
+    again = info(kafka, "backfill__2026-11-25T08:00:00+00:00__x2", hour.add(days=2, hours=1))
+    assert first.write_id == again.write_id == default_write_id(
+        kafka.dag_id, "i", "partition=2026-11-25T08:00:00", ranges)
+    assert again.ledger_since == hour
+
+    table = KafkaSparkIngestOperator(task_id="i", ranges=ranges.to_dict(),
+                                     sink=IcebergSink("lake.db.t"))
+    first = info(table, "backfill__2026-11-25T08:00:00+00:00__x1", hour.add(days=2))
+    again = info(table, "backfill__2026-11-25T08:00:00+00:00__x2", hour.add(days=2, hours=1))
+    assert first.run == again.run == "partition=2026-11-25T08:00:00"
+    assert first.generation != again.generation
