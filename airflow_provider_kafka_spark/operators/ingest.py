@@ -5,7 +5,7 @@ arguments, connections, logging, metrics, lineage and assets."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -13,12 +13,13 @@ from airflow_provider_kafka_spark.arguments import check_stages, checkable, pars
 from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 from airflow_provider_kafka_spark.naming import asset_uri, kafka_authority
-from airflow_provider_kafka_spark.offsets import ConfigurationError, OffsetRanges
+from airflow_provider_kafka_spark.offsets import ConfigurationError
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.operators import metrics
 from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, format_table
 from airflow_provider_kafka_spark.operators.lineage import Lineage
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
+from airflow_provider_kafka_spark.operators.sink_run import run_info
 from airflow_provider_kafka_spark.options import (
     SQL_VIEW,
     ReadOptions,
@@ -26,7 +27,7 @@ from airflow_provider_kafka_spark.options import (
     check_progress_every,
     check_text,
 )
-from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, RunInfo, Sink
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, Sink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -46,7 +47,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
     commit per run). Airflow renders its templated fields; the operator fills in what it was
     not given from the run (:meth:`~airflow_provider_kafka_spark.sinks.Sink.for_run`: a
     Kafka sink's cluster, transactional id prefix and write id; a table sink's application
-    ``<dag_id>.<task_id>``, run and generation, see :func:`run_generation`). What each sink
+    ``<dag_id>.<task_id>``, run and generation: ``operators/sink_run.py``). What each sink
     guarantees on retries, clears and backfills is in its docstring and ``docs/airflow.md``.
 
     **Bad arguments fail before anything is read.** Literal arguments (and the sink's and the
@@ -204,48 +205,6 @@ def _dataset(sink: Sink, location: str | None) -> tuple[str, str] | None:
     """The output's dataset as the sink names it (None for a sink without a name)."""
     dataset = getattr(sink, "dataset", None)
     return dataset(location) if callable(dataset) else None
-
-
-def run_info(task: KafkaSparkIngestOperator, context: Any, ranges: OffsetRanges) -> RunInfo:
-    """What the sink of this try takes its defaults from: the task, the run, its generation,
-    when its write began at the earliest, the input cluster and the Airflow ids."""
-    ti = context.get("ti")
-    map_index = getattr(ti, "map_index", -1)
-    return RunInfo(
-        dag_id=task.dag_id, task_id=task.task_id, run_id=str(context["run_id"]), ranges=ranges,
-        map_index=map_index if isinstance(map_index, int) else -1,
-        generation=run_generation(context.get("dag_run")),
-        ledger_since=ledger_since(context, ranges), kafka_config=lambda: task.kafka_config,
-        properties={"dag-id": task.dag_id, "task-id": task.task_id,
-                    "run-id": str(context["run_id"]),
-                    "try-number": str(getattr(ti, "try_number", None))},
-        partition_key=context.get("partition_key") or None)
-
-
-def run_generation(dag_run: Any) -> int | str:
-    """The generation of a table write by ``dag_run``: the same for every try of one instance
-    of the run, another when Airflow clears the run (its clear number grows and its start is
-    reset) or deletes it and creates it again under the same run id (its clear number is 0
-    again, its start is new): ``<clear number>-<start, UTC, to the microsecond>``, e.g.
-    ``1-20261125T215713123456Z``; just the clear number when the run has no start."""
-    clear_number = int(getattr(dag_run, "clear_number", 0) or 0)
-    started = getattr(dag_run, "start_date", None)
-    if started is None:
-        return clear_number
-    return f"{clear_number}-{started.astimezone(UTC):%Y%m%dT%H%M%S%fZ}"
-
-
-def ledger_since(context: Any, ranges: OffsetRanges) -> datetime | None:
-    """When the run's first write with the default write id (which names the ranges) can have
-    begun at the earliest: when its ranges were first resolved (a pin keeps that time for every
-    try and clear, and for a run created again under its id), the run's ``run_after`` (a
-    ``re_resolve`` that found the same ranges again), or a partitioned run's
-    ``partition_date`` (an earlier run of the partition, reprocessed as a new run), whichever
-    is earliest. The Kafka sink reads the write's ledger from there, not from its start."""
-    run_after = getattr(context.get("dag_run"), "run_after", None)
-    moments = [m for m in (ranges.resolved_at, run_after, context.get("partition_date"))
-               if isinstance(m, datetime) and m.utcoffset() is not None]
-    return min(moments) if moments else None
 
 
 def _summary_table(stats: dict[str, Any]) -> str:

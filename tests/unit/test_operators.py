@@ -37,7 +37,7 @@ from airflow_provider_kafka_spark.operators import (
     KafkaSparkIngestOperator,
 )
 from airflow_provider_kafka_spark.operators.base import ranges_table
-from airflow_provider_kafka_spark.operators.ingest import ledger_since, run_info
+from airflow_provider_kafka_spark.operators.sink_run import ledger_since, run_info
 from airflow_provider_kafka_spark.operators.spec_sources import RunSpecs
 from airflow_provider_kafka_spark.sensors import (
     KafkaIntervalCompleteSensor,

@@ -67,7 +67,7 @@ class TableSink(Sink):
     :param generation: which processing of the run this is (a whole number >= 0, or a token
         without spaces): change it to reprocess the run on purpose, and its rows are replaced in
         one commit. The operator passes the dag run's clear number and start
-        (:func:`~airflow_provider_kafka_spark.operators.ingest.run_generation`), so a cleared
+        (:func:`~airflow_provider_kafka_spark.operators.sink_run.run_generation`), so a cleared
         run, a run Airflow created again under the same run id, or a backfill with
         ``--reprocess-behavior completed`` replaces its rows; a retry does not. None: 0, or in
         the operator the run's. A ``run`` or ``generation`` given to the operator's sink wins.
