@@ -298,3 +298,41 @@ def test_schema_evolution_adds_the_missing_column_with_the_commit(
         assert {"size", WRITE_COLUMN} <= set(df.columns)
         assert sorted(r["size"] for r in df.collect()) == [4, 4, 4, 4]  # 'v1-0'..'v1-3'
         assert table.rows(table_spark) == expected(data, ranges)
+
+
+def test_a_partition_reprocessed_as_a_new_run_replaces_its_rows_once(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any) -> None:
+    """Airflow 3.3 reprocesses a partition (``airflow backfill create --reprocess-behavior
+    completed``) as a new run beside the old one. The ingest operator's table sink for that
+    run (``for_run`` of its ``run_info``) is the same run with another generation: its commit
+    replaces the first run's rows, and the table holds each record once."""
+    from types import SimpleNamespace
+
+    import pendulum
+
+    from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+    from airflow_provider_kafka_spark.operators.sink_run import run_info
+    from airflow_provider_kafka_spark.sinks import IcebergSink
+
+    name, data = topic
+    table = create(table_spark, "iceberg-hadoop", warehouses.lake)
+    ranges = ranges_of(name, {0: (0, 10), 1: (5, 15), 2: (0, 20)})
+    operator = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges.to_dict(),
+                                        sink=IcebergSink(table.name))
+    hour = pendulum.datetime(2026, 11, 25, 8, tz="UTC")
+
+    def sink_of(run_id: str, started: Any) -> Any:
+        context = {"run_id": run_id, "partition_key": "2026-11-25T08:00:00",
+                   "partition_date": hour, "ti": SimpleNamespace(map_index=-1, try_number=1),
+                   "dag_run": SimpleNamespace(clear_number=0, start_date=started,
+                                              run_after=hour)}
+        return operator.sink.for_run(run_info(operator, context, ranges))
+
+    first = run_ingest(table_spark, kafka_config, ranges,
+                       sink_of("backfill__2026-11-25T08:00:00+00:00__a", hour.add(days=2)))
+    again = run_ingest(table_spark, kafka_config, ranges,
+                       sink_of("backfill__2026-11-25T08:00:00+00:00__b",
+                               hour.add(days=2, hours=1)))
+    assert first["committed"] and again["committed"] and again["replaced"] == [first["write_id"]]
+    assert table.rows(table_spark) == expected(data, ranges)
+    assert [r.run for r in table.records(table_spark)] == ["partition=2026-11-25T08:00:00"] * 2
