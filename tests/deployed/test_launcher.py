@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,9 +59,12 @@ def test_a_dag_folder_of_ones_own_and_a_restarted_scheduler(
     dags = Path(stack.extra_dags)
     topic = new_topic(partitions=2)
     dag_id = f"my_own_{topic.split('-')[-1]}"
-    produce(kafka_config, topic, [(0, b"a", b"1", 1_000), (0, b"b", b"2", 2_000),
-                                  (0, b"c", b"3", 3_000), (1, b"d", b"4", 1_000),
-                                  (1, b"e", b"5", 2_000)])
+    # Recent timestamps: the broker's retention (7 days) deletes records stamped long ago,
+    # which moved "earliest" past them mid-test once (a segment rolled).
+    now = int(time.time() * 1000)
+    produce(kafka_config, topic, [(0, b"a", b"1", now), (0, b"b", b"2", now + 1),
+                                  (0, b"c", b"3", now + 2), (1, b"d", b"4", now),
+                                  (1, b"e", b"5", now + 1)])
     (dags / f"{dag_id}.py").write_text(DAG_FILE.format(dag_id=dag_id, topic=topic))
     try:
         # `start --dags FOLDER` on the running stack: the same stack, with that folder.
@@ -90,7 +94,7 @@ def test_a_dag_folder_of_ones_own_and_a_restarted_scheduler(
             c: "healthy" for c in HEALTH_COMPONENTS}
 
         # The new scheduler runs the user's DAG: a new run resolves the new offsets.
-        produce(kafka_config, topic, [(0, b"f", b"6", 4_000)])
+        produce(kafka_config, topic, [(0, b"f", b"6", now + 3)])
         assert resolved(airflow, dag_id) == [(0, 0, 4), (1, 0, 2)]
     finally:
         (dags / f"{dag_id}.py").unlink(missing_ok=True)
