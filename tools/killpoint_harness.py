@@ -28,6 +28,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -74,6 +75,11 @@ class Workload:
     pause_s: float = 0.05
 
 
+def unpaused(workload: Workload) -> Workload:
+    """The same rows, written without pauses (a re-run: nothing is killed during it)."""
+    return replace(workload, pause_s=0.0)
+
+
 @dataclass(frozen=True)
 class KillPoint:
     """The outcome of one kill point."""
@@ -93,14 +99,16 @@ class KillPoint:
 
 
 def killpoint_df(spark: Any, workload: Workload, *,
-                 fail_once: tuple[int, dict[str, Any], str] | None = None) -> Any:
+                 fail_once: tuple[int, dict[str, Any], str, str] | None = None) -> Any:
     """The workload as a DataFrame: partition ``i`` of ``spark.range`` holds rows ``k<i>-*``.
 
-    With ``pause_s`` each Arrow batch is delayed. With ``fail_once=(i, kafka_config, topic)``
-    the first attempt of partition ``i``'s task, five batches before its end, waits until
-    records of partition ``i`` show up in ``topic`` (read_uncommitted: the writer is inside
-    its transaction) and then raises - an upstream failure in the middle of the writer's
-    transaction. (In the row-count pass nothing shows up; it goes on after 10 s.)
+    With ``pause_s`` each Arrow batch is delayed. With
+    ``fail_once=(i, kafka_config, topic, folder)`` the first attempt of partition ``i``'s task
+    in the write (its second evaluation: ``write_kafka``'s row-count pass is the first, noted
+    by a file in ``folder``), five batches before its end, waits until records of partition
+    ``i`` show up in ``topic`` (read_uncommitted: the writer is inside its transaction) and
+    then raises - an upstream failure in the middle of the writer's transaction. (Should
+    nothing show up, it goes on after 10 s, and the test finds no aborted records.)
     """
     from pyspark.sql import functions as F
 
@@ -108,7 +116,8 @@ def killpoint_df(spark: Any, workload: Workload, *,
     df = spark.range(0, w.partitions * w.rows, numPartitions=w.partitions)
     if w.pause_s or fail_once is not None:
         pause = w.pause_s
-        failing, config, topic = fail_once if fail_once is not None else (-1, {}, "")
+        failing, config, topic, folder = (fail_once if fail_once is not None
+                                          else (-1, {}, "", ""))
         fail_at = max(0, w.rows // w.batch_rows - 5)
         # In fail-once mode a 1 KB pad column (dropped below) fills the Python workers' 64 KiB
         # output buffers each batch, so the writer gets rows while this task waits.
@@ -123,6 +132,7 @@ def killpoint_df(spark: Any, workload: Workload, *,
                 time.sleep(pause)
                 if (n == fail_at and context.partitionId() == failing
                         and context.attemptNumber() == 0
+                        and not _first_evaluation(folder, failing)
                         and _wait_for_key_prefix(config, topic, f"k{failing}-", 10.0)):
                     raise RuntimeError("injected failure of the first attempt")
                 yield pa.RecordBatch.from_arrays(
@@ -135,6 +145,17 @@ def killpoint_df(spark: Any, workload: Workload, *,
         F.concat(F.lit("k"), index, F.lit("-"), row).cast("binary").alias("key"),
         F.concat(F.lit("v"), index, F.lit("-"), row).cast("binary").alias("value"),
     )
+
+
+def _first_evaluation(folder: str, partition: int) -> bool:
+    """Whether this is the first task to get here for ``partition`` (it leaves a file in
+    ``folder`` that later ones find)."""
+    try:
+        os.close(os.open(os.path.join(folder, f"evaluated-{partition}"),
+                         os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 def _wait_for_key_prefix(config: dict[str, Any], topic: str, prefix: str,
@@ -177,12 +198,13 @@ def write_plain(kafka_config: dict[str, Any], topic: str, write_id: str,
 
 def write_spark(spark: Any, kafka_config: dict[str, Any], topic: str, write_id: str,
                 workload: Workload, *, fail_once_partition: int | None = None) -> Any:
-    fail_once = None if fail_once_partition is None else (fail_once_partition, kafka_config,
-                                                           topic)
-    df = killpoint_df(spark, workload, fail_once=fail_once)
-    return write_kafka(df, kafka_config, topic=topic, transactional_id_prefix=PREFIX,
-                       write_id=write_id, ledger_topic=LEDGER,
-                       transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
+    with tempfile.TemporaryDirectory(prefix="killpoint-evaluations-") as folder:
+        fail_once = None if fail_once_partition is None else (fail_once_partition,
+                                                               kafka_config, topic, folder)
+        df = killpoint_df(spark, workload, fail_once=fail_once)
+        return write_kafka(df, kafka_config, topic=topic, transactional_id_prefix=PREFIX,
+                           write_id=write_id, ledger_topic=LEDGER,
+                           transaction_timeout_ms=TRANSACTION_TIMEOUT_MS)
 
 
 def child_command(bootstrap: str, topic: str, write_id: str, mode: str, workload: Workload,
@@ -256,9 +278,9 @@ def run_kill_point(
                 time.sleep(0.05)
         time.sleep(moment.delay_s)
     seconds = time.monotonic() - start
-    if moment is None:
-        proc.wait(timeout=120)
-    finished = proc.poll() is not None
+    # Not killed: the write returned (DONE); the child's exit after it (a Spark driver stops
+    # its JVM) is not waited for, the kill below ends it.
+    finished = moment is None or proc.poll() is not None
     with contextlib.suppress(ProcessLookupError):  # the child had finished, nothing is left
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -35,6 +35,7 @@ from tools.killpoint_harness import (  # noqa: E402
     Workload,
     kill_moments,
     run_kill_point,
+    unpaused,
     write_plain,
     write_spark,
 )
@@ -67,7 +68,7 @@ def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: in
     if python_points:
         points += _series(config, admin, "python", python_points, rng, PYTHON_WORKLOAD,
                           lambda write_id, topic: write_plain(config, topic, write_id,
-                                                              PYTHON_WORKLOAD))
+                                                              unpaused(PYTHON_WORKLOAD)))
     if spark_points:
         from airflow_provider_kafka_spark.spark import spark_session
 
@@ -76,7 +77,8 @@ def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: in
         try:
             points += _series(config, admin, "spark", spark_points, rng, SPARK_WORKLOAD,
                               lambda write_id, topic: write_spark(spark, config, topic,
-                                                                  write_id, SPARK_WORKLOAD))
+                                                                  write_id,
+                                                                  unpaused(SPARK_WORKLOAD)))
         finally:
             spark.stop()
     tally = Counter((p.mode, p.phase, "ok" if p.ok else "FAILED") for p in points)
@@ -93,7 +95,8 @@ def _run(config: dict[str, Any], python_points: int, spark_points: int, seed: in
 def _series(config: dict[str, Any], admin: AdminClient, mode: str, count: int, rng: Any,
             workload: Workload, rerun: Callable[[str, str], None]) -> list[KillPoint]:
     """Two writes that are not killed (checked too; the second times the commits), then
-    ``count`` kill points spread over its commit window."""
+    ``count`` kill points spread over its commit window. ``rerun`` writes the same rows again
+    (without the child's pauses: they only spread the killed write's commits)."""
     def point(moment: KillMoment | None) -> KillPoint:
         topic = _topic(admin)
         result = run_kill_point(config, topic, mode, moment, workload=workload,

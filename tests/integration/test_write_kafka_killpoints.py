@@ -26,6 +26,7 @@ from tools.killpoint_harness import (
     kill_moments,
     run_kill_point,
     start_child,
+    unpaused,
     write_plain,
     write_spark,
 )
@@ -46,7 +47,8 @@ def _report(points: list[KillPoint]) -> str:
 def _kill_series(kafka_config: dict[str, Any], new_topic: Any, mode: str, count: int,
                  workload: Workload, rerun: Callable[[str, str], Any]) -> list[KillPoint]:
     """Uninterrupted writes (checked too; the last one times the commits), then ``count``
-    kill points spread over its commit window."""
+    kill points spread over its commit window. ``rerun(topic, write_id)`` writes the same
+    rows again (without the child's pauses: they only spread the killed write's commits)."""
     def point(moment: KillMoment | None) -> KillPoint:
         topic = new_topic(partitions=3)
         return run_kill_point(kafka_config, topic, mode, moment, workload=workload,
@@ -66,7 +68,7 @@ def test_sigkilled_plain_writer_rerun_leaves_each_row_exactly_once(
     workload = Workload(partitions=4, rows=300)
     points = _kill_series(kafka_config, new_topic, "python", PYTHON_KILL_POINTS, workload,
                           lambda topic, write_id: write_plain(kafka_config, topic, write_id,
-                                                              workload))
+                                                              unpaused(workload)))
     print(_report(points))
     assert all(p.ok for p in points), _report(points)
     assert "between task commits" in {p.phase for p in points}, _report(points)
@@ -83,7 +85,7 @@ def test_sigkilled_spark_driver_rerun_leaves_each_row_exactly_once(
     workload = Workload(partitions=4, rows=300, pause_s=0.3)
     points = _kill_series(kafka_config, new_topic, "spark", SPARK_KILL_POINTS, workload,
                           lambda topic, write_id: write_spark(spark, kafka_config, topic,
-                                                              write_id, workload))
+                                                              write_id, unpaused(workload)))
     print(_report(points))
     assert all(p.ok for p in points), _report(points)
 
