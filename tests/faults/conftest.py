@@ -1,7 +1,8 @@
 """A real 3-broker cluster (``scripts/kafka-broker start --brokers 3``) for the fault tests
 (what they need to find and kill the broker that matters is in ``tests/support/faults.py``).
 Every test starts with all brokers up and every replica in sync, and brokers a test killed are
-started again after it."""
+started again after it. The cluster is stopped after this folder's tests (package scope: the
+rest of the session does not carry its four idle JVMs)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.support.topics import create_topic
 from tools.local_broker import LocalCluster, local_cluster
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with local_cluster(tmp_path_factory.mktemp("kafka-cluster"), brokers=3) as started:
         # The brokers create __transaction_state on the first transactional producer: create
@@ -29,12 +30,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield started
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_config(cluster: LocalCluster) -> dict[str, Any]:
     return {"bootstrap.servers": cluster.bootstrap}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_admin(cluster_config: dict[str, Any]) -> AdminClient:
     return AdminClient(cluster_config)
 
