@@ -12,8 +12,6 @@ import tests.support.airflow_env  # noqa: F401  # isort: skip
 import base64
 import json
 import os
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
@@ -239,16 +237,9 @@ def test_write_kafka_over_connect(
 # --- the ingest operator through a spark_connect connection, in a dag.test() run ---
 
 
-@pytest.fixture(scope="module")
-def airflow_db() -> None:
-    airflow = Path(sys.executable).with_name("airflow")
-    subprocess.run([str(airflow), "db", "migrate"], check=True, capture_output=True,
-                   env=os.environ.copy(), timeout=300)
-
-
 @pytest.fixture
 def connect_connection(spark_cluster: Cluster, kafka_config: dict[str, Any],
-                       airflow_db: None) -> Iterator[None]:
+                       airflow_db: Path) -> Iterator[None]:
     """``kafka_default`` and ``spark_connect_test`` (a ``spark_connect`` connection to the
     cluster's Connect server) as AIRFLOW_CONN_* variables; the Connect session the task
     creates is stopped afterwards and this process put back in classic mode."""
