@@ -91,8 +91,8 @@ browser:
 # The set-up at once (the wheel's Rust build is CPU, the rest mostly downloads): .venv's
 # dependencies, the wheel (then its native module into the source tree), .venv-tables and the
 # browser. Then two lanes at once (tools/test_lanes.py): .venv's pytest of everything but
-# tests/deployed and tests/wheel; and tests/wheel with tests/deployed, then .venv-tables' pytest
-# of tests/tables. Every step runs; the target fails when any did. (.venv's runs leave
+# tests/deployed (the wheel's clean venvs included); and tests/deployed, then .venv-tables'
+# pytest of tests/tables. Every step runs; the target fails when any did. (.venv's runs leave
 # tests/tables out: tests/conftest.py says so in its header.)
 test:
 	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser
