@@ -12,6 +12,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from airflow_provider_kafka_spark.errors import ConfigurationError
+from airflow_provider_kafka_spark.offsets import Timestamp
 
 PartitionSlice = Callable[[str], tuple[Any, Any]]
 """The user's map of a partition key to its ``(start, stop)``: each a ``datetime`` (aware) or
@@ -30,8 +31,8 @@ class RunPartition:
 def partition_bounds(task_id: str, partition: RunPartition, timetable: Any,
                      partition_slice: PartitionSlice | None) -> tuple[Any, Any]:
     """The ``(start, stop)`` of ``partition``: ``partition_slice(key)`` when given; else, on a
-    :class:`~airflow.sdk.CronPartitionTimetable`, ``timestamp:<partition start>`` ..
-    ``timestamp:<next cron tick>`` (the start is the ``partition_date``, or the key read with
+    :class:`~airflow.sdk.CronPartitionTimetable`, the ``Timestamp`` of the partition's start
+    and that of the next cron tick (the start is the ``partition_date``, or the key read with
     the timetable's ``key_format`` in its timezone).
 
     Raises:
@@ -62,7 +63,7 @@ def partition_bounds(task_id: str, partition: RunPartition, timetable: Any,
             f"tick of the DAG's cron {timetable.expression!r}, so its end is not defined. "
             "Trigger the run with a partition key the timetable makes (its key_format at a "
             "tick), or pass partition_slice=<a function of the key returning (start, stop)>.")
-    return _timestamp(start), _timestamp(stop)
+    return Timestamp.from_datetime(start), Timestamp.from_datetime(stop)
 
 
 def check_partition_slice(task_id: str, value: Any) -> PartitionSlice | None:
@@ -99,7 +100,7 @@ def _sliced(task_id: str, key: str, partition_slice: PartitionSlice) -> tuple[An
                 raise ConfigurationError(
                     f"{task_id}: partition_slice({key!r}) returned a {side} without a time zone "
                     f"({bound.isoformat()}): return aware datetimes (tzinfo=UTC).")
-            bound = _timestamp(bound)
+            bound = Timestamp.from_datetime(bound)
         elif not isinstance(bound, str) or not bound:
             raise ConfigurationError(
                 f"{task_id}: partition_slice({key!r}) returned the {side} {bound!r}: return an "
@@ -124,7 +125,3 @@ def _zone(timezone: str | tzinfo) -> tzinfo:
     """The timetable's time zone (a name, or pendulum's Timezone/FixedTimezone: tzinfos)."""
     return ZoneInfo(timezone) if isinstance(timezone, str) else timezone
 
-
-def _timestamp(moment: datetime) -> str:
-    """The offset spec of ``moment``: ``timestamp:<ISO 8601 in UTC>``."""
-    return f"timestamp:{moment.astimezone(UTC).isoformat()}"

@@ -15,6 +15,7 @@ from tests.support import airflow_env  # noqa: F401  (before Airflow is imported
 from airflow.sdk import CronPartitionTimetable, PartitionedAtRuntime
 
 from airflow_provider_kafka_spark.errors import ConfigurationError
+from airflow_provider_kafka_spark.offsets import Timestamp
 from airflow_provider_kafka_spark.operators.partitions import (
     RunPartition,
     check_partition_slice,
@@ -26,8 +27,8 @@ BERLIN_DAILY = CronPartitionTimetable("0 0 * * *", timezone="Europe/Berlin",
                                       key_format="%Y-%m-%d")
 
 
-def at(*fields: int) -> str:
-    return f"timestamp:{datetime(*fields, tzinfo=UTC).isoformat()}"  # type: ignore[misc]
+def at(*fields: int) -> Timestamp:
+    return Timestamp.from_datetime(datetime(*fields, tzinfo=UTC))  # type: ignore[misc]
 
 
 @pytest.mark.parametrize(("timetable", "partition", "bounds"), [
@@ -42,7 +43,7 @@ def at(*fields: int) -> str:
      (at(2026, 3, 29, 22), at(2026, 3, 30, 22))),
 ], ids=["hourly", "hourly-key-only", "berlin-23h-day", "berlin-24h-day"])
 def test_a_cron_partition_reads_its_tick_to_the_next(timetable: Any, partition: RunPartition,
-                                                     bounds: tuple[str, str]) -> None:
+                                                     bounds: tuple[Timestamp, Timestamp]) -> None:
     assert partition_bounds("r", partition, timetable, None) == bounds
 
 
