@@ -1,6 +1,8 @@
 """Airflow hooks: a Kafka connection -> librdkafka config; a Spark connection -> SparkSession;
-a Schema Registry connection -> the registry client's config."""
+a Schema Registry connection -> the registry client's config; an AWS connection -> the S3
+settings of a file sink."""
 
+from airflow_provider_kafka_spark.hooks.aws import AwsConnection
 from airflow_provider_kafka_spark.hooks.kafka import KafkaConnection, KafkaHook
 from airflow_provider_kafka_spark.hooks.schema_registry import (
     SchemaRegistryConnection,
@@ -8,5 +10,5 @@ from airflow_provider_kafka_spark.hooks.schema_registry import (
 )
 from airflow_provider_kafka_spark.hooks.spark import SparkHook
 
-__all__ = ["KafkaConnection", "KafkaHook", "SchemaRegistryConnection", "SchemaRegistryHook",
-           "SparkHook"]
+__all__ = ["AwsConnection", "KafkaConnection", "KafkaHook", "SchemaRegistryConnection",
+           "SchemaRegistryHook", "SparkHook"]

@@ -6,7 +6,8 @@
     sink.abort()                  after any failure, instead of commit
 
 * :class:`FileSink` (``files/``): a folder of files per run, staged next to the run's
-  folder and swapped in only when complete, with a manifest;
+  folder and swapped in only when complete, with a manifest; on S3 published by a
+  conditional PUT of the manifest instead (:func:`published_files` reads exactly that run);
 * :class:`KafkaSink` (``kafka.py``): a Kafka topic through ``write_kafka`` (exactly-once by
   default; see ``docs/exactly-once.md``);
 * :class:`IcebergSink`, :class:`DeltaSink` (``tables/``): a lakehouse table, one table commit
@@ -31,10 +32,17 @@ import this package while a DAG file is parsed. Imports point one way:
 """
 
 from airflow_provider_kafka_spark.errors import SinkError
+from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.sinks.base import RunInfo, Sink
-from airflow_provider_kafka_spark.sinks.files import MANIFEST_NAME, FileSink
+from airflow_provider_kafka_spark.sinks.files import (
+    MANIFEST_NAME,
+    FileSink,
+    PublishConflictError,
+    published_files,
+)
 from airflow_provider_kafka_spark.sinks.kafka import KafkaSink
 from airflow_provider_kafka_spark.sinks.tables import DeltaSink, IcebergSink, TableSink
 
-__all__ = ["MANIFEST_NAME", "DeltaSink", "FileSink", "IcebergSink", "KafkaSink", "RunInfo",
-           "Sink", "SinkError", "TableSink"]
+__all__ = ["MANIFEST_NAME", "DeltaSink", "FileSink", "IcebergSink", "KafkaSink",
+           "PublishConflictError", "RunInfo", "S3Settings", "Sink", "SinkError", "TableSink",
+           "published_files"]

@@ -187,8 +187,8 @@ def test_a_failed_write_over_connect_leaves_the_previous_output(
 
 
 @pytest.mark.parametrize(("path", "message"), [
-    ("s3a://lake/events/2024-05-01T00", "cannot write 's3a://lake/events/2024-05-01T00' over "
-                                        "Spark Connect"),
+    ("gs://lake/events/2024-05-01T00", "cannot write 'gs://lake/events/2024-05-01T00' over "
+                                       "Spark Connect"),
     ("hdfs://nn:8020/events/x", "For hdfs: paths use a classic session"),
     ("file://otherhost/data/x", "only local paths"),
     ("relative/out", "is relative"),
@@ -318,14 +318,14 @@ def test_ingest_operator_over_a_spark_connect_connection(
     assert [p.name for p in tmp_path.iterdir()] == ["ingest"]
 
 
-def test_ingest_to_an_object_store_over_connect_fails_before_reading(
+def test_ingest_to_a_gcs_bucket_over_connect_fails_before_reading(
         connect_connection: None, kafka_config: dict[str, Any], tmp_path: Path) -> None:
     from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
 
     # Ranges of a topic that does not exist: reading them would fail differently.
     ranges = OffsetRanges((PartitionRange(f"missing-{uuid.uuid4().hex[:8]}", 0, 0, 5),))
     op = KafkaSparkIngestOperator(task_id="ingest", ranges=ranges.to_dict(),
-                                  sink=FileSink("s3a://lake/events/2024-05-01T00"),
+                                  sink=FileSink("gs://lake/events/2024-05-01T00"),
                                   spark_conn_id="spark_connect_test")
     with pytest.raises(ConfigurationError, match="over Spark Connect"):
         op.execute({"run_id": "manual__1"})

@@ -49,31 +49,42 @@ Python's ``os`` functions, and only for local paths (``file:`` or an absolute pa
 scheme: a path on the cluster's machines, not on the client). That path must be on a file
 system every Spark node mounts at the same place (one machine, or a network mount such as
 NFS), as Spark's own ``file:`` output needs: step 1 checks that the executor running the
-steps sees the staging folder Spark wrote, and fails before the read otherwise. Any other
-scheme (``s3a:``, ``hdfs:``, ``abfs:``, ``gs:``...) is refused over Spark Connect before the read,
-with a :class:`ConfigurationError` (use a classic session for those).
+steps sees the staging folder Spark wrote, and fails before the read otherwise. S3 needs no
+such step: its publish is S3 calls made here, so S3 works over Spark Connect too. Any other
+scheme (``hdfs:``, ``abfs:``, ``gs:``...) is refused over Spark Connect before the read, with
+a :class:`ConfigurationError` (use a classic session for those).
 
-**What is atomic where.** A directory rename is only as atomic as the file system makes it:
+**What is atomic where** (one table; ``docs/airflow.md`` says what a reader sees when):
 
-* local file systems (``file:``, POSIX ``rename(2)``) and HDFS (one NameNode operation):
-  each rename is atomic, so ``<name>`` always holds a whole output, and it is missing only
-  between the two renames (microseconds);
-* Azure ABFS with a hierarchical namespace, and GCS buckets with a hierarchical namespace:
-  atomic directory renames, as above;
-* object stores that emulate directories (S3A, GCS without hierarchical namespace, WASB): a
-  directory rename copies and deletes every object, takes time proportional to the output,
-  and is not atomic: during the swap a reader can see ``<name>`` missing or partly there,
-  and a crash during a rename leaves the objects split between the two names. The previous
-  output is still never deleted before the new one is completely staged. Use a table format
-  (Iceberg, Delta, Hudi) or an S3A committer for atomic commits on such stores.
+=============================================  ==============================================
+store                                          how a run is published
+=============================================  ==============================================
+local (``file:``), HDFS                         the two renames above, each atomic (POSIX
+                                               ``rename(2)``, one NameNode operation):
+                                               ``<name>`` always holds a whole output, missing
+                                               only between the renames (microseconds)
+ABFS, GCS with a hierarchical namespace        the same renames, atomic there
+S3 (``s3a:``, ``s3:``, ``s3n:``)                no rename: the objects are written under their
+                                               final keys and the run is published by one
+                                               conditional PUT of the manifest
+                                               (:mod:`~airflow_provider_kafka_spark.sinks.files.objects`);
+                                               over Spark Connect too
+GCS without hierarchical namespace, WASB       the renames, which copy and delete every object
+                                               there: not atomic, time proportional to the
+                                               output; the previous output is still never
+                                               deleted before the new one is complete
+=============================================  ==============================================
 
 One writer per path: two runs writing the same ``path`` at the same time may fail each other
-(the second rename finds ``<name>`` taken, or a cleanup removes the other's staging folder).
+(the second rename finds ``<name>`` taken, a cleanup removes the other's staging folder; on S3
+the second publish is refused), never mix.
 
 **Where the code is.**
 
 * ``sink.py``: :class:`FileSink` (prepare / write / commit / abort) and
   :func:`check_file_sink_arguments`;
+* ``objects.py``: the publish on S3 (one conditional PUT of the manifest) and
+  :func:`published_files`;
 * ``swap.py``: the protocol: the folders of an attempt, inspect and recover (step 1), commit
   with its manifest and two renames (step 3), abort (step 4);
 * ``filesystems.py``: the file-system calls (Hadoop's in the driver's JVM, or an executor's
@@ -84,6 +95,7 @@ from airflow_provider_kafka_spark.sinks.files.filesystems import (
     connect_local_path,
     is_connect_session,
 )
+from airflow_provider_kafka_spark.sinks.files.objects import PublishConflictError, published_files
 from airflow_provider_kafka_spark.sinks.files.sink import (
     DEAD_LETTER_FOLDER,
     FileSink,
@@ -97,7 +109,9 @@ __all__ = [
     "PREVIOUS_MARK",
     "STAGING_MARK",
     "FileSink",
+    "PublishConflictError",
     "check_file_sink_arguments",
     "connect_local_path",
     "is_connect_session",
+    "published_files",
 ]

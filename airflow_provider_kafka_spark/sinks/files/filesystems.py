@@ -53,7 +53,8 @@ def connect_local_path(path: str) -> str:
             f"the file sink cannot write {path!r} over Spark Connect: on a Connect session it "
             "moves files with an executor's local file system calls, so it takes only local "
             "paths of the cluster's machines ('file:/data/out' or '/data/out', on a file system "
-            f"every Spark node mounts at the same place). For {scheme}: paths use a classic "
+            "every Spark node mounts at the same place), or S3 ('s3a://bucket/out'). For "
+            f"{scheme}: paths use a classic "
             "session (a 'spark' connection or a local master), which swaps through Hadoop's "
             "FileSystem. Nothing was read or written."
         )

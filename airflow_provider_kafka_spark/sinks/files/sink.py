@@ -24,6 +24,7 @@ from airflow_provider_kafka_spark.options import (
     check_data_source_name,
     check_writer_options,
 )
+from airflow_provider_kafka_spark.s3 import S3Settings, is_s3, settings_of_spark, split_s3
 from airflow_provider_kafka_spark.sinks.base import RunInfo, Sink
 from airflow_provider_kafka_spark.sinks.files import swap
 from airflow_provider_kafka_spark.sinks.files.filesystems import (
@@ -33,6 +34,7 @@ from airflow_provider_kafka_spark.sinks.files.filesystems import (
     is_connect_session,
     on_executor,
 )
+from airflow_provider_kafka_spark.sinks.files.objects import ObjectRun
 from airflow_provider_kafka_spark.sinks.files.swap import MANIFEST_NAME, STAGING_MARK, Layout
 
 if TYPE_CHECKING:
@@ -72,6 +74,15 @@ class FileSink(Sink):
     :param format: a Spark data source name (``parquet``, ``json``, ``csv``, ``orc``...).
     :param options: Spark writer options.
     :param partition_by: columns to partition the folder by.
+    :param s3: for an ``s3a://`` (or ``s3://``) path, how to reach the bucket:
+        :class:`~airflow_provider_kafka_spark.s3.S3Settings`, or a function returning them
+        (e.g. ``hooks.AwsConnection("aws_default")``, read when the run starts); the Spark
+        session is given them for the bucket too. None: the session's own ``fs.s3a.*``
+        settings (per bucket as S3A reads them).
+
+    On S3 the run is published without renames, by a conditional PUT of its manifest (see
+    :mod:`airflow_provider_kafka_spark.sinks.files.objects`); elsewhere the folder is swapped
+    in by two renames (:mod:`~airflow_provider_kafka_spark.sinks.files.swap`).
 
     In the ingest operator ``path`` and ``format`` are templated, e.g.
     ``FileSink("s3a://lake/events/{{ data_interval_start | ds }}")``: the folder of the run's
@@ -84,8 +95,15 @@ class FileSink(Sink):
 
     def __init__(self, path: str, *, format: str = "parquet",
                  options: Mapping[str, Any] | None = None,
-                 partition_by: Sequence[str] = ()) -> None:
+                 partition_by: Sequence[str] = (),
+                 s3: S3Settings | Callable[[], S3Settings] | None = None) -> None:
         check_file_sink_arguments(path, format, options, partition_by, rendered=False)
+        if s3 is not None and not (isinstance(s3, S3Settings) or callable(s3)):
+            raise ConfigurationError(
+                f"FileSink: s3={type(s3).__name__} is not valid; pass S3Settings(...), a "
+                "function returning them (e.g. hooks.AwsConnection('aws_default')), or None "
+                "(the Spark session's fs.s3a.* settings).")
+        self.s3 = s3
         self.path = path.strip() if isinstance(path, str) else path
         self.format = format.strip() if isinstance(format, str) else format
         self.options = dict(options or {})
@@ -97,6 +115,9 @@ class FileSink(Sink):
         self._writes_to = ""  # the staging folder as Spark's writer is given it
         self._codec = "snappy"  # the session's Parquet codec, unless options set one
         self._connect = False  # prepared on a Spark Connect session
+        self._objects: ObjectRun | None = None  # on S3: the attempt's publish
+        self._object_names: list[str] = []  # on S3: the run's objects, once written
+        self._empty_names: list[str] = []  # on S3: the empty write's (the output without rows)
 
     def __repr__(self) -> str:
         return (f"FileSink({self.path!r}, format={self.format!r}"
@@ -106,7 +127,7 @@ class FileSink(Sink):
     def for_run(self, run: RunInfo) -> FileSink:
         """A new sink of the rendered arguments (nothing of ``run`` is needed)."""
         return FileSink(self.path, format=self.format, options=self.options,
-                        partition_by=self.partition_by)
+                        partition_by=self.partition_by, s3=self.s3)
 
     def dataset(self, location: str | None = None) -> Dataset:
         """The output folder's dataset (``file``, ``s3://bucket``...)."""
@@ -133,6 +154,9 @@ class FileSink(Sink):
         self._codec = str(self.options.get("compression") or spark.conf.get(
             "spark.sql.parquet.compression.codec", "snappy")).lower()
         self._connect = is_connect_session(spark)
+        if is_s3(self.path):
+            self._prepare_objects(spark, shaped)
+            return
         if self._connect:
             target = connect_local_path(self.path)
             self._run = on_executor(spark)
@@ -175,11 +199,16 @@ class FileSink(Sink):
         """Write ``df`` into the staging folder, and ``dead_letters`` (as Parquet) into its
         ``_dead_letter`` folder, published with it; ``path`` is untouched."""
         self._require_prepared("write")
+        mode = "errorifexists" if self._objects is None else "append"
+        if self._objects is not None:
+            self._objects.mark()
         with kafka_errors():
             self._writer(df).save(self._writes_to)
             if dead_letters is not None:
-                dead_letters.write.mode("errorifexists").parquet(
+                dead_letters.write.mode(mode).parquet(
                     f"{self._writes_to.rstrip('/')}/{DEAD_LETTER_FOLDER}")
+        if self._objects is not None:
+            self._object_names = self._objects.spark_wrote()
         if dead_letters is None:
             return self.describe()
         return {**self.describe(), "dead_letter": {
@@ -195,17 +224,25 @@ class FileSink(Sink):
 
         self._require_prepared("parquet_folder")
         local = not self._connect and self._writes_to.startswith("file:/")
-        if (self.format.lower() != "parquet" or self.partition_by or not local
+        if (self.format.lower() != "parquet" or self.partition_by
+                or not (local or self._objects is not None)
                 or {k.lower() for k in self.options} - {"compression"}
                 or self._codec not in PARQUET_CODECS):
             return None
+        if self._objects is not None:
+            bucket, prefix = self._objects.bucket, self._objects.prefix
+            return ParquetFolder(f"s3://{bucket}/{prefix}", self._codec, self._objects.settings)
         return ParquetFolder(self._writes_to[len("file:"):], self._codec)
 
     def adopt(self, names: Sequence[str]) -> dict[str, Any]:
         """Instead of :meth:`write`: the readers wrote the files ``names`` into
         :meth:`parquet_folder`; every other file there goes. The output's description."""
         layout = self._require_prepared("adopt")
-        assert self._run is not None
+        if self._objects is not None:
+            self._object_names = sorted(names)
+            self._objects.written.update(names)
+            return self.describe()
+        assert self._run is not None and layout is not None
         self._run(swap.keep_only, layout, self.path, sorted(names))
         return self.describe()
 
@@ -217,7 +254,11 @@ class FileSink(Sink):
                 that failed, the message says where it is).
         """
         layout = self._require_prepared("commit")
-        assert self._run is not None
+        if self._objects is not None:
+            self._objects.publish(self._object_names or self._empty_names, dict(manifest))
+            self._staged = False
+            return
+        assert self._run is not None and layout is not None
         self._run(swap.commit, layout, self.path, json.dumps(dict(manifest), indent=2,
                                                              sort_keys=True))
         self._staged = False
@@ -225,7 +266,12 @@ class FileSink(Sink):
     def abort(self) -> None:
         """Delete the staging folder, put the previous output back if it was set aside, and
         remove the empty parent folders :meth:`prepare` created. Never raises: what cannot be
-        cleaned is logged, and the next successful run of the same path deletes it."""
+        cleaned is logged, and the next successful run of the same path deletes it. On S3:
+        the objects this attempt wrote that no published manifest lists are deleted."""
+        if self._objects is not None:
+            self._objects.abort()
+            self._staged = False
+            return
         if self._run is None or self._layout is None:
             return
         try:
@@ -238,8 +284,9 @@ class FileSink(Sink):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _writer(self, df: DataFrame) -> Any:
-        writer = df.write.mode("overwrite").format(self.format).options(**self.options)
+    def _writer(self, df: DataFrame, mode: str | None = None) -> Any:
+        mode = mode or ("append" if self._objects is not None else "overwrite")
+        writer = df.write.mode(mode).format(self.format).options(**self.options)
         return writer.partitionBy(*self.partition_by) if self.partition_by else writer
 
     def _hadoop_files(self, spark: SparkSession) -> HadoopFiles:
@@ -281,7 +328,51 @@ class FileSink(Sink):
             "'avro')."
         )
 
-    def _require_prepared(self, step: str) -> Layout:
+    def _prepare_objects(self, spark: SparkSession, shaped: DataFrame) -> None:
+        """On S3: the store's checks (:meth:`ObjectRun.inspect`: credentials, bucket, a write),
+        then an empty write with the output's columns into the folder itself (it checks the
+        format, options and ``partition_by`` with Spark's S3A, and is the output of a run
+        without records; a run with records does not list it, and its publish deletes it)."""
+        bucket, _ = split_s3(self.path)
+        if self.s3 is None:
+            settings = settings_of_spark(spark, bucket)
+        else:
+            settings = self.s3() if callable(self.s3) else self.s3
+            if not isinstance(settings, S3Settings):
+                raise ConfigurationError(f"FileSink: s3 returned {type(settings).__name__}, "
+                                         "not S3Settings.")
+            for key, value in settings.hadoop_options(bucket).items():
+                spark.conf.set(key, value)  # Spark's writer reaches the bucket the same way
+        if not self._connect:
+            self._hadoop_files(spark)  # the format is a data source of the session
+        objects = ObjectRun(self.path, settings)
+        objects.inspect()
+        self._objects, self._layout, self._staged = objects, None, True
+        self._writes_to = self.path
+        try:
+            self._writer(shaped.limit(0), mode="append").save(self._writes_to)
+        except Exception as exc:
+            self.abort()
+            text = str(exc)
+            if "DATA_SOURCE_NOT_FOUND" in text or "Failed to find data source" in text:
+                raise self._unknown_format(exc) from exc
+            scheme = self.path.split(":", 1)[0]
+            hint = (f" Spark has no file system for {scheme}: put hadoop-aws and the AWS SDK "
+                    "of the session's Hadoop version on its classpath (spark.jars)."
+                    if "No FileSystem for scheme" in text or "ClassNotFound" in text else "")
+            raise ConfigurationError(
+                f"the file sink could not write an empty DataFrame with the output's columns "
+                f"({cut(shaped.schema.simpleString(), 300)}) as {self.format!r} to "
+                f"{self.path}: {error_line(exc)}.{hint} Check the format, options "
+                f"({self.options}) and partition_by ({self.partition_by}) against these "
+                "columns. Nothing was read."
+            ) from exc
+        self._empty_names = objects.spark_wrote()
+
+    def _require_prepared(self, step: str) -> Layout | None:
+        """The attempt's staging layout (None on S3, where there is none)."""
+        if self._objects is not None and self._staged:
+            return None
         if not self._staged or self._layout is None:
             raise SinkError(f"FileSink.{step}() called without a successful prepare() (or after "
                             "commit/abort); call prepare(spark, shaped) first, once per write.")

@@ -66,6 +66,7 @@ from airflow_provider_kafka_spark.offsets.config import (
 )
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
+from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.spark.native import SliceReader
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
 from airflow_provider_kafka_spark.spark.read.splits import plan_splits
@@ -83,6 +84,9 @@ LOST_OFFSETS_OPTION = "lostOffsetsAccumulator"
 SUMMARY_OPTION = "summaryAccumulator"
 LAND_FOLDER_OPTION = "landFolder"
 LAND_COMPRESSION_OPTION = "landCompression"
+LAND_S3_OPTION = "landS3Secret"
+"""The S3 settings of an ``s3://`` landing folder (JSON, keys included): named with ``Secret``
+so that Spark redacts its value wherever it shows a plan's options."""
 KAFKA_OPTION_PREFIX = "kafka."
 DEFAULT_POLL_TIMEOUT = 60.0
 # Records per Arrow batch handed to Spark (at most; a batch ends when the consumer's queue is
@@ -170,7 +174,9 @@ def _landing_option(options: Mapping[str, str]) -> ParquetFolder | None:
     folder = options.get(LAND_FOLDER_OPTION)
     if folder is None:
         return None
-    return ParquetFolder(folder, options.get(LAND_COMPRESSION_OPTION, "snappy").lower())
+    s3 = options.get(LAND_S3_OPTION)
+    return ParquetFolder(folder, options.get(LAND_COMPRESSION_OPTION, "snappy").lower(),
+                         None if s3 is None else S3Settings.from_json(s3))
 
 
 def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:

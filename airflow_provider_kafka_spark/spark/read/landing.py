@@ -5,9 +5,13 @@ rows, so the JVM does no work per record.
 
 :func:`land_kafka` is what :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` runs for
 a sink that takes such files (``FileSink`` with Parquet, no ``partition_by``, on a local file
-system) when there is nothing to decode or transform. The folder is the sink's staging folder:
-a failed or repeated task may leave a file there that no report names, which the sink deletes
-before its commit (:meth:`Landing.files`).
+system or S3) when there is nothing to decode or transform. A local folder is the sink's
+staging folder: a failed or repeated task may leave a file there that no report names, which
+the sink deletes before its commit (:meth:`Landing.files`). On S3 the objects go straight to
+their final keys, named by their split (``part-<topic>-<partition>-<start>-<stop>``: a retry
+or a re-run of the pinned slice rewrites the same keys), each complete or not at all
+(:class:`~airflow_provider_kafka_spark.s3.ObjectUpload`); the sink's publish makes them the
+run's.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from pyspark.sql.types import IntegerType, LongType, StringType, StructField, St
 from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
+from airflow_provider_kafka_spark.s3 import ObjectUpload, S3Settings, is_s3, split_s3
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
 
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -53,20 +58,24 @@ _ARROW_REPORT = pa.schema([
 
 @dataclass(frozen=True)
 class ParquetFolder:
-    """A local folder the readers write Parquet files into, with the codec (Spark's name).
+    """A folder the readers write Parquet files into, with the codec (Spark's name): an
+    absolute local path, or ``s3://bucket/prefix`` with the :class:`S3Settings` to reach it.
 
     Raises:
-        ConfigurationError: ``path`` is not an absolute path, or ``compression`` is not one of
+        ConfigurationError: ``path`` is neither, or ``compression`` is not one of
             :data:`PARQUET_CODECS`.
     """
 
     path: str
     compression: str = "snappy"
+    s3: S3Settings | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.path, str) or not self.path.startswith("/"):
+        local = isinstance(self.path, str) and self.path.startswith("/")
+        if not local and not (isinstance(self.path, str) and is_s3(self.path)
+                              and isinstance(self.s3, S3Settings)):
             raise ConfigurationError(f"ParquetFolder path={shown(self.path)} is not valid; pass "
-                                     "an absolute local folder.")
+                                     "an absolute local folder, or an s3:// folder with s3=.")
         if self.compression not in PARQUET_CODECS:
             raise ConfigurationError(f"ParquetFolder compression={shown(self.compression)} is "
                                      f"not valid; use one of {PARQUET_CODECS}.")
@@ -75,10 +84,16 @@ class ParquetFolder:
               batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Write ``batches`` (split ``index``) into a new file of the folder; yield the report."""
         codec = "none" if self.compression == "uncompressed" else self.compression
-        # Named as Spark names its part files (the split's index, a UUID, the codec).
         suffix = "parquet" if codec == "none" else f"{codec}.parquet"
-        name = f"part-{index:05d}-{uuid.uuid4()}-c000.{suffix}"
-        path = os.path.join(self.path, name)
+        upload: ObjectUpload | None = None
+        if self.s3 is not None:  # the split's own key: a retry rewrites it
+            name = f"part-{split.topic}-{split.partition}-{split.start}-{split.stop}.{suffix}"
+            bucket, prefix = split_s3(self.path)
+            upload = ObjectUpload(self.s3.client(), bucket, f"{prefix}/{name}".lstrip("/"))
+            path: Any = upload
+        else:  # named as Spark names its part files (the split's index, a UUID, the codec)
+            name = f"part-{index:05d}-{uuid.uuid4()}-c000.{suffix}"
+            path = os.path.join(self.path, name)
         counts, writer = SplitCounts(), None
         group: list[pa.RecordBatch] = []  # the next row group, written once about ROW_GROUP_BYTES
 
@@ -100,9 +115,16 @@ class ParquetFolder:
                     flush()
             if group:
                 flush()
-        finally:
             if writer is not None:
                 writer.close()
+                if upload is not None:
+                    upload.finish()
+        except BaseException:
+            if upload is not None:  # nothing appears at the key (the writer is dropped)
+                upload.cancel()
+            elif writer is not None:
+                writer.close()
+            raise
         yield pa.RecordBatch.from_pylist([{
             "topic": split.topic, "partition": split.partition, "start": split.start,
             "records": counts.records, "first_offset": counts.first_offset,

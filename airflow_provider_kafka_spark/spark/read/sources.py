@@ -55,6 +55,7 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     KAFKA_OPTION_PREFIX,
     LAND_COMPRESSION_OPTION,
     LAND_FOLDER_OPTION,
+    LAND_S3_OPTION,
     LOST_OFFSETS_OPTION,
     SUMMARY_OPTION,
     KafkaBoundedDataSource,
@@ -121,6 +122,8 @@ def spark_read(
     if landing is not None:
         options[LAND_FOLDER_OPTION] = landing.path
         options[LAND_COMPRESSION_OPTION] = landing.compression
+        if landing.s3 is not None:
+            options[LAND_S3_OPTION] = landing.s3.to_json()
     _register(spark)
     return spark.read.format(FORMAT_NAME).options(**options).load()
 
