@@ -23,7 +23,7 @@ WHEEL = $(firstword $(wildcard dist/*-manylinux*.whl))
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 PACKAGE_SOURCES := $(shell find airflow_provider_kafka_spark -name '*.py' -o -name '*.pyi')
 
-.PHONY: test demo airflow browser lint setup dist matrix tables-setup clean
+.PHONY: test demo airflow browser s3-server lint setup dist matrix tables-setup clean
 
 # .venv: the package's dependencies (uv), this source tree on its path (as an editable install),
 # and the native module copied out of the wheel `make dist` built (tools/source_venv.py). The
@@ -88,14 +88,25 @@ browser:
 	  $(SUDO) apt-get update -q && \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
+# The S3 server the tests start (tools/s3_server.py, scripts/s3): versitygw, built once with
+# the machine's Go (`go install`, 2-3 CPU minutes) into .cache/versitygw/bin. The s3a jars are
+# fetched by the tests themselves (tools/s3_jars.py, Maven, once per Hadoop line).
+VERSITYGW_STAMP := .cache/versitygw/.built
+
+s3-server: $(VERSITYGW_STAMP)
+
+$(VERSITYGW_STAMP): tools/s3_server.py
+	$(PYTHON) scripts/s3 build
+	touch $@
+
 # The set-up at once (the wheel's Rust build is CPU, the rest mostly downloads): .venv's
-# dependencies, the wheel (then its native module into the source tree), .venv-tables and the
-# browser. Then two lanes at once (tools/test_lanes.py): .venv's pytest of everything but
-# tests/deployed (the wheel's clean venvs included); and tests/deployed, then .venv-tables'
-# pytest of tests/tables. Every step runs; the target fails when any did. (.venv's runs leave
-# tests/tables out: tests/conftest.py says so in its header.)
+# dependencies, the wheel (then its native module into the source tree), .venv-tables, the
+# browser and the S3 server. Then two lanes at once (tools/test_lanes.py): .venv's pytest of
+# everything but tests/deployed (the wheel's clean venvs included); and tests/deployed, then
+# .venv-tables' pytest of tests/tables. Every step runs; the target fails when any did.
+# (.venv's runs leave tests/tables out: tests/conftest.py says so in its header.)
 test:
-	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser
+	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser s3-server
 	$(VENV)/bin/python tools/test_lanes.py
 
 lint: setup

@@ -1,9 +1,14 @@
-"""Shared fixtures: one real Kafka broker and (lazily) one local Spark session per test run.
+"""Shared fixtures: one real Kafka broker, one S3 server and (lazily) one local Spark session per
+test run.
 
 The broker is started by ``scripts/kafka-broker`` unless ``KAFKA_BOOTSTRAP_SERVERS`` points at
 an external one (e.g. ``docker compose up kafka``); ``KAFKA_BROKERS=3`` starts a 3-broker
 cluster instead (replication factor 3, ``min.insync.replicas=2``). Every test creates its own
 random topics, with the cluster's default replication factor.
+
+The S3 server (``s3_endpoint``: versitygw, ``tools/s3_server.py``) starts on first use; each
+test that asks for ``s3_bucket`` gets a new bucket. The ``spark`` session has the s3a jars
+(``tools/s3_jars.py``) and the endpoint's settings, so ``s3a://<bucket>/...`` works in it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import pytest
 
 from tools.local_broker import local_broker
 from tools.local_registry import local_registry
+from tools.s3_server import S3Endpoint, local_s3
 from tools.source_venv import TABLES_PYSPARK
 
 # The shared helpers (tests/support) fail with pytest's detailed assertion messages, like the
@@ -149,21 +155,45 @@ def new_topic(kafka_admin: Any) -> Iterator[Callable[..., str]]:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
+def s3_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Endpoint]:
+    """One S3 server (versitygw on loopback, ``scripts/s3``) for the whole run, stopped by pid
+    at the end: ``url``, ``access_key``, ``secret_key``, ``region``, and ``spark_conf()``,
+    ``pyarrow_fs()``, ``boto3_client()``."""
+    with local_s3(tmp_path_factory.mktemp("s3")) as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: S3Endpoint) -> str:
+    """A new, empty bucket with a random name on ``s3_endpoint`` (left there after the test:
+    the server's folder goes with the run's temporary files)."""
+    name = f"t-{uuid.uuid4().hex[:12]}"
+    s3_endpoint.create_bucket(name)
+    return name
+
+
+@pytest.fixture(scope="session")
+def spark(s3_endpoint: S3Endpoint) -> Iterator[Any]:
     """One local[2] SparkSession for the whole run (it takes seconds to start).
 
     Spark's own Kafka source (for ``engine="spark-kafka"``) is on the classpath: its jars are
     fetched once with Maven from ``tools/spark-kafka/pom.xml`` into ``.cache/spark-kafka/jars``.
+    So is S3A (``tools/s3_jars.py``, fetched once into ``.cache/s3``), pointed at
+    ``s3_endpoint``: ``s3a://<bucket>/...`` paths work. With spark-hadoop-cloud among those jars
+    Spark writes through ``PathOutputCommitProtocol`` (the S3A magic committer on ``s3a://``,
+    Hadoop's ``FileOutputCommitter`` on local paths, as without it).
     """
     from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars, spark_session
+    from tools.s3_jars import fetch_s3_jars
 
     jars = fetch_spark_kafka_jars(ROOT / "tools" / "spark-kafka" / "pom.xml",
                                   ROOT / ".cache" / "spark-kafka" / "jars")
     session = spark_session(
         "local[2]",
         app_name="airflow-provider-kafka-spark-tests",
-        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"},
-        jars=jars,
+        conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+              **s3_endpoint.spark_conf()},
+        jars=[*jars, *fetch_s3_jars()],
     )
     try:
         yield session

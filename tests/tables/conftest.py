@@ -11,8 +11,10 @@ Session fixtures: ``postgres`` (one server from Debian's binaries, ``tools/postg
 here, so shared helpers that take ``spark`` use it), the catalogs ``lake`` (Iceberg, Hadoop
 catalog in a folder) and ``pg`` (Iceberg's JdbcCatalog on that PostgreSQL) in it, and
 ``pg_catalog``, pyiceberg's SqlCatalog on the same ``pg`` catalog. ``spark_catalog`` is Delta's,
-so ``delta.`<path>``` and Delta tables by name work. The root conftest's Kafka fixtures
-(``kafka_config``, ``new_topic``, ...) apply here too.
+so ``delta.`<path>``` and Delta tables by name work. The root conftest's Kafka and S3 fixtures
+(``kafka_config``, ``new_topic``, ``s3_endpoint``, ``s3_bucket``, ...) apply here too, and
+``table_spark`` has the s3a jars of this PySpark's Hadoop (``tools/s3_jars.py``) with the
+endpoint's settings: ``s3a://<bucket>/...`` works in it.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 import pytest
 
 from tools.postgres_server import Connection, local_postgres
+from tools.s3_jars import fetch_s3_jars
+from tools.s3_server import S3Endpoint
 from tools.table_killpoint import table_conf
 from tools.tables_jars import fetch_table_jars
 
@@ -55,16 +59,19 @@ def warehouses(tmp_path_factory: pytest.TempPathFactory) -> Warehouses:
 
 
 @pytest.fixture(scope="session")
-def table_spark(postgres: Connection, warehouses: Warehouses) -> Iterator[Any]:
-    """One local[2] SparkSession for the tier, with Iceberg and Delta, stopped at the end."""
+def table_spark(postgres: Connection, warehouses: Warehouses,
+                s3_endpoint: S3Endpoint) -> Iterator[Any]:
+    """One local[2] SparkSession for the tier, with Iceberg, Delta and S3A, stopped at the
+    end."""
     from airflow_provider_kafka_spark.spark import spark_session
 
     iceberg = "org.apache.iceberg.spark.SparkCatalog"
     session = spark_session(
         "local[2]",
         app_name="airflow-provider-kafka-spark-tables",
-        jars=fetch_table_jars(),
+        jars=[*fetch_table_jars(), *fetch_s3_jars()],
         conf={
+            **s3_endpoint.spark_conf(),
             **table_conf(warehouses.lake),  # Delta and the Iceberg catalog `lake`
             # Managed (catalog) Delta tables go to a temporary folder, not the working dir.
             "spark.sql.warehouse.dir": warehouses.lake.joinpath("spark-warehouse").as_uri(),
