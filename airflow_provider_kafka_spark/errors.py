@@ -24,6 +24,12 @@ key, topic/partition/offset), and what to do, and never holds a secret.
         DeliveryError, TransactionError (TransactionInitTimeoutError, ProducerFencedError,
         InputTruncatedError), LedgerError
       SinkError                 a sink could not publish its output (the file sink's swap)
+        PublishConflictError    on S3, another run published the same folder meanwhile
+
+Each class says whether a retry can help (:attr:`KafkaSparkError.retryable`): configuration
+and spec errors (every ``ConfigurationError``), undecodable records (``CorruptRecordError``) and
+deleted offsets (``DataLossError``) fail the same way on every try, so the Airflow layer ends
+the task at once (``airflow_provider_kafka_spark.retries``); the others keep Airflow's retries.
 
 Configuration errors are raised before any side effect: nothing read, committed or written.
 :func:`kafka_errors` turns a failure of a Spark action whose cause is one of these errors
@@ -37,15 +43,22 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import ClassVar
 
 
 class KafkaSparkError(Exception):
     """Base class of every error this package raises on purpose."""
 
+    retryable: ClassVar[bool] = True
+    """Whether a retry of the same task can succeed (a broker away, a coordinator moving, an
+    interval not complete yet); False when the same inputs fail the same way every time."""
+
 
 class ConfigurationError(KafkaSparkError, ValueError):
     """A bad argument, option, Airflow connection or librdkafka config; raised before anything
     is read, committed or written."""
+
+    retryable = False
 
 
 class KafkaAuthenticationError(ConfigurationError):
@@ -76,6 +89,8 @@ class DataLossError(OffsetResolutionError):
 
     ``lost`` maps ``(topic, partition)`` to the number of offsets that are gone.
     """
+
+    retryable = False  # the pinned range reads the same gap on every try
 
     def __init__(self, message: str, lost: dict[tuple[str, int], int]) -> None:
         super().__init__(message)
@@ -174,6 +189,8 @@ class CorruptRecordError(KafkaReadError):
     ``topic``, ``partition`` and ``offset`` name the first such record (the one the message
     names).
     """
+
+    retryable = False  # the same records are read on every try
 
     def __init__(self, message: str, topic: str | None = None, partition: int | None = None,
                  offset: int | None = None) -> None:

@@ -18,6 +18,7 @@ from airflow_provider_kafka_spark.operators.base import KafkaSparkBaseOperator, 
 from airflow_provider_kafka_spark.operators.lineage import Lineage
 from airflow_provider_kafka_spark.operators.lineage_facets import OpenLineageMixin
 from airflow_provider_kafka_spark.options import check_bool, check_seconds, check_text
+from airflow_provider_kafka_spark.retries import fail_at_once_when_certain
 
 
 class KafkaCommitOffsetsOperator(OpenLineageMixin, KafkaSparkBaseOperator):
@@ -96,6 +97,7 @@ class KafkaCommitOffsetsOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         return Lineage(kafka_authority(self.kafka_hook.get_kafka_config()),
                        ranges=self.offset_ranges())
 
+    @fail_at_once_when_certain
     def execute(self, context: Any) -> dict[str, Any]:
         self.check_arguments(rendered=True)
         offset_ranges = self.offset_ranges()

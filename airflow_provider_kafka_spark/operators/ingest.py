@@ -27,6 +27,7 @@ from airflow_provider_kafka_spark.options import (
     check_progress_every,
     check_text,
 )
+from airflow_provider_kafka_spark.retries import fail_at_once_when_certain
 from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, Sink
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         ``kafka_spark:<dag_id>.<task_id>``."""
         return f"kafka_spark:{self.dag_id}.{self.task_id}"
 
+    @fail_at_once_when_certain
     def execute(self, context: Any) -> dict[str, Any]:
         ranges = parse_ranges(self.task_id, self.ranges)
         for_run = getattr(self.sink, "for_run", None)  # a Sink; a sink of one's own may lack it

@@ -63,6 +63,7 @@ from airflow_provider_kafka_spark.options import (
     check_text,
     check_topic_name,
 )
+from airflow_provider_kafka_spark.retries import fail_at_once_when_certain
 from airflow_provider_kafka_spark.sinks import TableSink
 
 
@@ -254,6 +255,7 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
                       ", ".join(f"{t}/{p}: {o}" for (t, p), o in sorted(found.items())[:50]))
         return found
 
+    @fail_at_once_when_certain
     def execute(self, context: Any) -> dict[str, Any]:
         self.check_arguments(rendered=True)
         subscription = self.subscription()

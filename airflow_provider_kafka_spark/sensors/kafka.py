@@ -37,6 +37,7 @@ from airflow_provider_kafka_spark.offsets.completeness import (
     check_partitions,
 )
 from airflow_provider_kafka_spark.options import bad_argument, check_bool, check_seconds
+from airflow_provider_kafka_spark.retries import fail_at_once_when_certain
 from airflow_provider_kafka_spark.triggers.kafka import (
     KafkaBaseTrigger,
     KafkaIntervalCompleteTrigger,
@@ -125,6 +126,7 @@ class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperato
             return False
         return PokeReturnValue(is_done=True, xcom_value=self.xcom_value(result.payload))
 
+    @fail_at_once_when_certain
     def execute(self, context: Any) -> Any:
         self.check_arguments(rendered=True)
         if not self.deferrable:
@@ -139,6 +141,7 @@ class KafkaBaseSensor(KafkaConnectionMixin, SubscriptionMixin, BaseSensorOperato
             timeout=timedelta(seconds=self.timeout),
         )
 
+    @fail_at_once_when_certain
     def execute_complete(self, context: Any, event: Mapping[str, Any]) -> Any:
         """Resume after the trigger fired: fail on an error event, else return the XCom."""
         if event.get("status") != "success":
