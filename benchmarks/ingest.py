@@ -23,6 +23,14 @@ the timed part, equals the committed records):
 * ``parquet``: ``ingest(..., FileSink(path))`` vs ``spark.read.format("kafka")`` (the same
   offsets as JSON, ``kafka.isolation.level=read_committed``, ``includeHeaders`` as ingest)
   ``.write.parquet(path)``;
+* ``s3``: ``ingest(..., FileSink("s3a://<bucket>/ours/<round>"))`` (the readers upload each
+  split's Parquet under its final key, one conditional PUT of the manifest publishes the run)
+  vs Spark's source ``.write.parquet("s3a://<bucket>/theirs/<round>")`` with the committer
+  Spark picks with spark-hadoop-cloud on the classpath (the S3A magic committer; read from
+  theirs' ``_SUCCESS``), both into one local S3 server (versitygw, ``tools/s3_server.py``,
+  started for the case and stopped by its pid) whose CPU counts on both sides; then the
+  publish alone (``FileSink.commit``, timed around the call) of a re-run hour at 1x and 10x
+  the bytes in the same number of objects (``publish_s_ratio_10x``);
 * ``kafka``: ``ingest(..., KafkaSink(out, kafka_config=config, delivery_guarantee="exactly_once",
   transactional_id_prefix=<one per run>, write_id=<new>), sql="SELECT key, value FROM kafka")``
   vs Spark's source ``.selectExpr("key", "value").write.format("kafka")`` (at-least-once), a fresh topic each;
@@ -46,10 +54,10 @@ of the first 1 M and all 10 M records of a topic.
 
 Reports records/s and CPU seconds per million records of every process (Spark's JVM, its
 Python workers with the native reader's threads, the driver: ``benchmarks/measure.py``; the
-broker is not counted), medians with min-max, the 1-minute load average before each run, and
-``ratio_<case>_vs_<peer>`` (records/s, ours / theirs) and ``ratio_cpu_<case>_vs_<peer>`` (CPU
-seconds per million, ours / theirs) beside their targets. Writes
-benchmarks/results/ingest.json and .png.
+broker is not counted, the S3 server is, as ``s3_server``, in the ``s3`` case), medians with
+min-max, the 1-minute load average before each run, and ``ratio_<case>_vs_<peer>`` (records/s,
+ours / theirs) and ``ratio_cpu_<case>_vs_<peer>`` (CPU seconds per million, ours / theirs)
+beside their targets. Writes benchmarks/results/ingest.json and .png (``--out``).
 """
 
 from __future__ import annotations
@@ -78,7 +86,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import KINDS, ProcessTree, cpu_panel, spread  # noqa: E402
 
-CASES = ("parquet", "kafka", "iceberg", "delta", "peers", "rss")
+CASES = ("parquet", "s3", "kafka", "iceberg", "delta", "peers", "rss")
 PARTITIONS = 6
 TAIL = 1_000  # the committed transaction at the end: the stall slice
 ABORTED = 1_000
@@ -95,11 +103,13 @@ KAFKA_SQL = "SELECT key, value FROM kafka"
 PEER_ANSWER_TIMEOUT = 1800.0  # seconds a peer may take for one read before the run fails
 # ours / theirs: records per second at least, CPU seconds per million at most
 TARGETS = {
-    "parquet_vs_spark": (1.5, 0.8), "kafka_vs_spark": (1.2, 1.0),
+    "parquet_vs_spark": (1.5, 0.8), "s3_parquet_vs_spark": (1.5, 0.8),
+    "kafka_vs_spark": (1.2, 1.0),
     "iceberg_vs_spark": (1.2, 1.0), "delta_vs_spark": (1.2, 1.0),
     "parquet_vs_daft": (1.0, 1.0), "parquet_vs_ray": (1.0, 1.0),
 }
 RSS_TARGET = 1.3
+PUBLISH_TARGET = 1.5  # the publish of a re-run hour of 10x the bytes vs 1x, seconds: at most
 
 
 # -- the data ------------------------------------------------------------------------------
@@ -278,9 +288,9 @@ Run = Callable[[int], tuple[float, dict[str, float]]]
 kind. It prepares its destination and checks its output itself, untimed."""
 
 
-def measured(action: Callable[[], Any], exclude: tuple[int, ...] = ()
-             ) -> tuple[float, dict[str, float]]:
-    with ProcessTree(exclude) as tree:
+def measured(action: Callable[[], Any], exclude: tuple[int, ...] = (),
+             kinds: dict[int, str] | None = None) -> tuple[float, dict[str, float]]:
+    with ProcessTree(exclude, kinds) as tree:
         started = time.perf_counter()
         action()
         seconds = time.perf_counter() - started
@@ -319,7 +329,7 @@ def compare(case: str, sides: dict[str, Run], repeats: int, records: int) -> dic
             "cpu_s_per_million": spread(per_million),
             "cpu_s_per_million_by_kind": {
                 k: round(statistics.median(c.get(k, 0.0) for c in cpu[side]) / records * 1e6, 3)
-                for k in KINDS},
+                for k in dict.fromkeys([*KINDS, *(k for c in cpu[side] for k in c)])},
             "wall_s": spread(wall[side]),
             "runs_wall_s": [round(s, 3) for s in wall[side]],
             "runs_cpu_s_per_million": [round(x, 3) for x in per_million],
@@ -403,6 +413,209 @@ def case_kafka(spark: Any, bootstrap: str, ranges: Any, committed: int,
         return compare("kafka", {"ours": run(ours), "spark": run(theirs)}, repeats, committed)
     finally:
         delete_topics(config, topics)
+
+
+def s3_objects(client: Any, bucket: str, prefix: str) -> dict[str, int]:
+    """Key -> size of every object under ``prefix/``."""
+    found: dict[str, int] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket,
+                                                                  Prefix=f"{prefix}/"):
+        found.update((o["Key"], o["Size"]) for o in page.get("Contents", ()))
+    return found
+
+
+def s3_delete(client: Any, bucket: str, prefix: str) -> None:
+    """Delete every object under ``prefix/`` and abort its unfinished multipart uploads."""
+    keys = [{"Key": k} for k in s3_objects(client, bucket, prefix)]
+    for i in range(0, len(keys), 1000):
+        client.delete_objects(Bucket=bucket, Delete={"Objects": keys[i:i + 1000], "Quiet": True})
+    for upload in client.list_multipart_uploads(Bucket=bucket, Prefix=f"{prefix}/").get(
+            "Uploads", ()):
+        client.abort_multipart_upload(Bucket=bucket, Key=upload["Key"],
+                                      UploadId=upload["UploadId"])
+
+
+def s3_rows(fs: Any, bucket: str, keys: list[str]) -> int:
+    """The rows of the Parquet objects ``keys``."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for key in keys:
+        with fs.open_input_file(f"{bucket}/{key}") as f:
+            rows += pq.ParquetFile(f).metadata.num_rows
+    return rows
+
+
+def case_s3(spark: Any, bootstrap: str, ranges: Any, committed: int, repeats: int,
+            folder: Path) -> dict[str, Any]:
+    """The file sink on S3 against Spark's writer with the committer Spark picks there, both
+    into one local S3 server (versitygw, started here and stopped by its pid at the end, also
+    on failure), whose CPU counts on both sides (kind ``s3_server``); then the publish of a
+    re-run hour at 1x and 10x the bytes (:func:`publish_rerun`)."""
+    from airflow_provider_kafka_spark.s3 import settings_of_spark
+    from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, published_files
+    from airflow_provider_kafka_spark.spark import ingest
+    from tools.processes import read_pid
+    from tools.s3_server import local_s3
+
+    class TimedFileSink(FileSink):
+        """The file sink, timing its commit: the publish (the listing, the conditional PUT of
+        the manifest and the clean-up after it)."""
+
+        commit_s: float | None = None
+
+        def commit(self, manifest: Any) -> None:
+            started = time.perf_counter()
+            try:
+                super().commit(manifest)
+            finally:
+                self.commit_s = time.perf_counter() - started
+
+    config = {"bootstrap.servers": bootstrap}
+    run_dir = folder / "s3"
+    with local_s3(run_dir) as endpoint:
+        server_pid = read_pid(run_dir, "versitygw")
+        assert server_pid is not None, "versitygw is not running"
+        server = {server_pid: "s3_server"}
+        hadoop = spark._jsc.hadoopConfiguration()  # the session reaches the server from now on
+        for key, value in endpoint.spark_conf().items():
+            hadoop.set(key.removeprefix("spark.hadoop."), value)
+        bucket = f"bench-ingest-{uuid.uuid4().hex[:8]}"
+        endpoint.create_bucket(bucket)
+        client, fs = endpoint.boto3_client(), endpoint.pyarrow_fs()
+        settings = settings_of_spark(spark, bucket)
+        publish_s: list[float] = []
+        committers: set[str] = set()
+
+        def ours(round_: int) -> tuple[float, dict[str, float]]:
+            prefix = f"ours/{round_}-{uuid.uuid4().hex[:6]}"
+            sink = TimedFileSink(f"s3a://{bucket}/{prefix}")
+            result = measured(lambda: ingest(spark, ranges, config, sink), kinds=server)
+            files = published_files(sink.path, settings)
+            written = s3_rows(fs, bucket, [f.split("/", 3)[3] for f in files])
+            assert written == committed, f"s3 ours: {written} rows, expected {committed}"
+            if round_ > 0 and sink.commit_s is not None:
+                publish_s.append(sink.commit_s)
+            s3_delete(client, bucket, prefix)
+            return result
+
+        def theirs(round_: int) -> tuple[float, dict[str, float]]:
+            prefix = f"theirs/{round_}-{uuid.uuid4().hex[:6]}"
+            result = measured(lambda: spark_source(spark, bootstrap, ranges).write.parquet(
+                f"s3a://{bucket}/{prefix}"), kinds=server)
+            keys = s3_objects(client, bucket, prefix)
+            parts = [k for k in keys if k.endswith(".parquet") and "/_" not in k[len(prefix):]]
+            written = s3_rows(fs, bucket, parts)
+            assert written == committed, f"s3 spark: {written} rows, expected {committed}"
+            success = client.get_object(Bucket=bucket, Key=f"{prefix}/_SUCCESS")["Body"].read()
+            # S3A's committers write a JSON manifest naming themselves; FileOutputCommitter
+            # an empty file
+            committers.add(json.loads(success).get("committer", "?") if success.strip()
+                           else "FileOutputCommitter (empty _SUCCESS)")
+            s3_delete(client, bucket, prefix)
+            return result
+
+        sides = compare("s3", {"ours": ours, "spark": theirs}, repeats, committed)
+        sides["ours"]["publish_s"] = spread(publish_s)
+        publish = publish_rerun(spark, config, ranges, committed, repeats, bucket, client, fs,
+                                settings, TimedFileSink)
+    return {
+        "sides": sides,
+        "publish": publish,
+        "spark_committer": sorted(committers),
+        "spark_commit_protocol": spark.conf.get("spark.sql.sources.commitProtocolClass", None),
+        "s3_server": "versitygw (tools/s3_server.py), posix backend, on loopback; its CPU is "
+                     "counted on both sides (kind s3_server)",
+        "manifest": MANIFEST_NAME,
+    }
+
+
+def publish_rerun(spark: Any, config: dict[str, Any], ranges: Any, committed: int,
+                  repeats: int, bucket: str, client: Any, fs: Any, settings: Any,
+                  sink_type: Any) -> dict[str, Any]:
+    """The publish (``FileSink.commit``, timed alone) of a re-run hour: the same folder run
+    again over its published run, at 1x (the first tenth of every partition of the slice) and
+    10x (the whole slice) the records, with one object per partition in both (the same
+    number of objects, 10x the bytes: a publish that copied would take ~10x, one that does
+    not, ~1x). Round 0 is each folder's first run (no previous run: not a re-run); rounds 1..
+    ``repeats`` re-run both folders, the order alternating. Beside it, for reference, the
+    time of a server-side CopyObject of the same objects, one after another (what a
+    rename-based publish does on S3 before its deletes)."""
+    from airflow_provider_kafka_spark.offsets import OffsetRanges, PartitionRange
+    from airflow_provider_kafka_spark.sinks import published_files
+    from airflow_provider_kafka_spark.spark import ingest
+
+    tenth = OffsetRanges(tuple(PartitionRange(r.topic, r.partition, r.start,
+                                              r.start + (r.stop - r.start) // 10)
+                               for r in ranges.ranges))
+    # the first tenth lies before the aborted transaction (in the middle): plain records only
+    sizes = {"1x": (tenth, tenth.total()), "10x": (ranges, committed)}
+    one_split = max(r.stop - r.start for r in ranges.ranges)  # one object per partition
+    commit: dict[str, list[float]] = {k: [] for k in sizes}
+    copy: dict[str, list[float]] = {k: [] for k in sizes}
+    wall: dict[str, list[float]] = {k: [] for k in sizes}
+    first: dict[str, float] = {}
+    stored: dict[str, dict[str, int]] = {}
+    for round_ in range(repeats + 1):
+        order = list(sizes) if round_ % 2 else list(reversed(sizes))
+        for size in order:
+            sub, expected = sizes[size]
+            prefix = f"publish/{size}"
+            sink = sink_type(f"s3a://{bucket}/{prefix}")
+            started = time.perf_counter()
+            ingest(spark, sub, config, sink, max_records_per_split=one_split)
+            seconds = time.perf_counter() - started
+            files = published_files(sink.path, settings)
+            keys = [f.split("/", 3)[3] for f in files]
+            assert len(keys) == PARTITIONS, f"publish {size}: {len(keys)} objects"
+            written = s3_rows(fs, bucket, keys)
+            assert written == expected, f"publish {size}: {written} rows, expected {expected}"
+            sizes_now = s3_objects(client, bucket, prefix)
+            stored[size] = {"objects": len(keys), "records": expected,
+                            "bytes": sum(sizes_now[k] for k in keys)}
+            # reference: copy every object of the run once (server-side), then delete the copies
+            started = time.perf_counter()
+            for key in keys:
+                client.copy_object(Bucket=bucket, Key=f"copy/{key}",
+                                   CopySource={"Bucket": bucket, "Key": key})
+            copied = time.perf_counter() - started
+            s3_delete(client, bucket, f"copy/{prefix}")
+            assert sink.commit_s is not None
+            print(f"publish round {round_} {size:<3} commit {sink.commit_s:6.3f}s (ingest "
+                  f"{seconds:6.2f}s, {stored[size]['bytes'] / 2**20:,.1f} MiB in {len(keys)} "
+                  f"objects; copying them {copied:6.3f}s)", flush=True)
+            if round_ == 0:
+                first[size] = round(sink.commit_s, 4)
+                continue
+            commit[size].append(sink.commit_s)
+            copy[size].append(copied)
+            wall[size].append(seconds)
+    for size in sizes:
+        s3_delete(client, bucket, f"publish/{size}")
+    ratio = round(statistics.median(commit["10x"]) / statistics.median(commit["1x"]), 3)
+    copy_ratio = round(statistics.median(copy["10x"]) / statistics.median(copy["1x"]), 3)
+    return {
+        "publish_s_ratio_10x": ratio,
+        "copy_s_ratio_10x": copy_ratio,
+        "by_size": {size: {**stored[size], "commit_s": spread(commit[size], 4),
+                           "runs_commit_s": [round(x, 4) for x in commit[size]],
+                           "first_run_commit_s": first[size],
+                           "ingest_wall_s": spread(wall[size]),
+                           "copy_reference_s": spread(copy[size], 4)} for size in sizes},
+        "notes": "The publish of a re-run hour: FileSink.commit (the listing of the folder, "
+                 "the manifest's conditional PUT with If-Match, the HEAD and listing of the "
+                 "clean-up, the delete of the objects the run does not list, the listing of "
+                 "unfinished uploads), timed around the call in the benchmark process, after "
+                 "ingest(...) of the same slice into the same folder ran before (round 0, its "
+                 "first run, is not counted). 1x: the first tenth of each partition; 10x: the "
+                 "whole slice; both with max_records_per_split = the largest range, so one "
+                 "object per partition (6) in both: the same object count and 10x the bytes. "
+                 "That isolates 'no copy': a publish that copies (S3A's rename is a "
+                 "CopyObject per object, then a delete) grows with the bytes, while one that "
+                 "lists and PUTs grows with the number of objects only. copy_reference_s: "
+                 "the same objects copied server-side one after another, what a rename-based "
+                 "publish would add.",
+    }
 
 
 def case_rss(spark: Any, bootstrap: str, sizes: list[int], value_bytes: int) -> dict[str, Any]:
@@ -751,7 +964,8 @@ def tables_main(args: argparse.Namespace) -> int:
 
 def ratios(cases: dict[str, Any]) -> dict[str, Any]:
     """``ratio_<case>_vs_<peer>`` and ``ratio_cpu_...`` (ours / theirs) of the cases run."""
-    sides = {"parquet_vs_spark": ("parquet", "spark"), "kafka_vs_spark": ("kafka", "spark"),
+    sides = {"parquet_vs_spark": ("parquet", "spark"), "s3_parquet_vs_spark": ("s3", "spark"),
+             "kafka_vs_spark": ("kafka", "spark"),
              "iceberg_vs_spark": ("iceberg", "spark"), "delta_vs_spark": ("delta", "spark"),
              "parquet_vs_daft": ("peers", "daft"), "parquet_vs_ray": ("peers", "ray")}
     out: dict[str, Any] = {}
@@ -777,10 +991,12 @@ def target_lines(result: dict[str, Any]) -> list[str]:
             met = "" if value is None else (
                 "  met" if (value >= target if sign == ">=" else value <= target) else "  missed")
             lines.append(f"{name:<30} {shown:>8}   target {sign} {target}x{met}")
-    value = result.get("rss_ratio_10m_vs_1m")
-    shown = "not run" if value is None else f"{value:.2f}x"
-    met = "" if value is None else ("  met" if value <= RSS_TARGET else "  missed")
-    lines.append(f"{'rss_ratio_10m_vs_1m':<30} {shown:>8}   target <= {RSS_TARGET}x{met}")
+    for name, target in (("rss_ratio_10m_vs_1m", RSS_TARGET),
+                         ("publish_s_ratio_10x", PUBLISH_TARGET)):
+        value = result.get(name)
+        shown = "not run" if value is None else f"{value:.2f}x"
+        met = "" if value is None else ("  met" if value <= target else "  missed")
+        lines.append(f"{name:<30} {shown:>8}   target <= {target}x{met}")
     return lines
 
 
@@ -791,7 +1007,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     bars: list[tuple[str, dict[str, Any]]] = []
-    for case in ("parquet", "kafka", "iceberg", "delta", "peers"):
+    for case in ("parquet", "s3", "kafka", "iceberg", "delta", "peers"):
         found = result["cases"].get(case)
         if not found:
             continue
@@ -817,6 +1033,16 @@ def chart(result: dict[str, Any], path: Path) -> None:
                  f"{PARTITIONS} partitions, {result['spark_master']}, {result['repeats']} "
                  "interleaved rounds", fontsize=11)
     fig.tight_layout()
+    publish = result["cases"].get("s3", {}).get("publish")
+    if publish:
+        by_size = publish["by_size"]
+        fig.text(0.99, 0.01, "s3 publish of a re-run hour (FileSink.commit), 10x vs 1x the bytes: "
+                 f"{by_size['10x']['commit_s']['median']:.3f} s vs "
+                 f"{by_size['1x']['commit_s']['median']:.3f} s = "
+                 f"{publish['publish_s_ratio_10x']:.2f}x (target <= {PUBLISH_TARGET}x); "
+                 f"copying the same objects {publish['copy_s_ratio_10x']:.2f}x",
+                 ha="right", va="bottom", fontsize=8)
+        fig.subplots_adjust(bottom=0.2)
     fig.savefig(path, dpi=110)
 
 
@@ -865,12 +1091,16 @@ def main() -> int:
     sizes = [int(n) for n in args.rss_records.split(",") if n.strip()]
     if not sizes and "rss" in cases:
         cases.remove("rss")
-    spark_cases = [c for c in cases if c in ("parquet", "kafka", "peers", "rss")]
+    spark_cases = [c for c in cases if c in ("parquet", "s3", "kafka", "peers", "rss")]
     table_cases = [c for c in cases if c in ("iceberg", "delta")]
     if table_cases and not TABLES_PYTHON.exists():
         parser.error(f"{','.join(table_cases)} need {TABLES_PYTHON} (make tables-setup)")
     results: dict[str, Any] = {}
     jars = fetch_spark_kafka_jars(SPARK_KAFKA_POM, ROOT / ".cache" / "spark-kafka" / "jars")
+    if "s3" in cases:  # S3A and spark-hadoop-cloud (the committers) of PySpark's Hadoop
+        from tools.s3_jars import fetch_s3_jars
+
+        jars = [*jars, *fetch_s3_jars()]
     with local_broker(args.bootstrap) as bootstrap, scratch_dir("main") as folder:
         config = {"bootstrap.servers": bootstrap}
         topics: list[str] = []
@@ -891,6 +1121,9 @@ def main() -> int:
                     if "parquet" in cases:
                         results["parquet"] = case_parquet(spark, bootstrap, ranges,
                                                           args.records, args.repeats)
+                    if "s3" in cases:
+                        results["s3"] = case_s3(spark, bootstrap, ranges, args.records,
+                                                args.repeats, folder)
                     if "kafka" in cases:
                         results["kafka"] = case_kafka(spark, bootstrap, ranges, args.records,
                                                       args.repeats)
@@ -922,14 +1155,25 @@ def main() -> int:
         "cases_run": cases,
         **ratios(results),
         "rss_ratio_10m_vs_1m": results.get("rss", {}).get("rss_ratio_10m_vs_1m"),
+        "publish_s_ratio_10x": results.get("s3", {}).get("publish", {}).get(
+            "publish_s_ratio_10x"),
         "targets": {**{f"ratio_{k}": f">= {s}" for k, (s, _) in TARGETS.items()},
                     **{f"ratio_cpu_{k}": f"<= {c}" for k, (_, c) in TARGETS.items()},
-                    "rss_ratio_10m_vs_1m": f"<= {RSS_TARGET}"},
+                    "rss_ratio_10m_vs_1m": f"<= {RSS_TARGET}",
+                    "publish_s_ratio_10x": f"<= {PUBLISH_TARGET}"},
         "what": {
             "ratio_<case>_vs_<peer>": "ours / theirs, median records per second",
             "ratio_cpu_<case>_vs_<peer>": "ours / theirs, median CPU seconds per million "
                                           "records of every process (JVM, Python workers, "
                                           "driver; the peers' own processes)",
+            "s3": "ours: ingest(..., FileSink('s3a://<bucket>/ours/<round>')), the readers "
+                  "upload each split's Parquet under its final key (boto3 multipart) and one "
+                  "conditional PUT of the manifest publishes the run; spark: Spark's source -> "
+                  ".write.parquet('s3a://<bucket>/theirs/<round>') with the committer Spark "
+                  "picks with spark-hadoop-cloud on the classpath (spark_committer: from "
+                  "theirs' _SUCCESS); both into one local versitygw whose CPU counts on both "
+                  "sides (cpu_s_per_million_by_kind.s3_server); publish_s_ratio_10x: "
+                  "cases.s3.publish.notes",
             "kafka": f"ours: KafkaSink exactly_once, sql={KAFKA_SQL!r}; spark: Spark's source "
                      ".selectExpr('key','value') -> Spark's Kafka sink (at-least-once); a fresh "
                      "6-partition topic per write, counted read_committed",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psutil
@@ -23,11 +23,15 @@ class ProcessTree:
     Processes that start during the run count from zero; a child's CPU after its last sample is
     missed (a Python worker lives across runs, so little is). The children ``exclude`` names
     (pids), and everything under them, are not counted: helpers of another measurement that
-    idle meanwhile.
+    idle meanwhile. The children ``kinds`` names (pid -> kind), and everything under them, are
+    counted under that kind of their own (e.g. ``{server_pid: "s3_server"}``: a service both
+    sides of a comparison use), not as ``python``/``jvm``.
     """
 
-    def __init__(self, exclude: tuple[int, ...] = ()) -> None:
-        self.cpu_s = dict.fromkeys(KINDS, 0.0)
+    def __init__(self, exclude: tuple[int, ...] = (),
+                 kinds: Mapping[int, str] | None = None) -> None:
+        self._kinds = dict(kinds or {})
+        self.cpu_s = dict.fromkeys((*KINDS, *self._kinds.values()), 0.0)
         self.peak_python_rss = 0
         self.peak_python_rss_total = 0
         self.peak_jvm_rss = 0
@@ -37,8 +41,10 @@ class ProcessTree:
         self._first: dict[int, float] = {}
         self._last: dict[int, tuple[str, float]] = {}
         self._driver_first = 0.0
+        self._named: dict[int, str] = {}
 
     def __enter__(self) -> ProcessTree:
+        self._named = self._name_kinds()
         self._first = {p.pid: _cpu(p) for p in self._children(psutil.Process())}
         self._last = {}
         self._driver_first = _cpu(psutil.Process())
@@ -51,7 +57,7 @@ class ProcessTree:
         self._stop.set()
         self._thread.join()
         self._sample_once(psutil.Process())
-        self.cpu_s = dict.fromkeys(KINDS, 0.0)
+        self.cpu_s = dict.fromkeys((*KINDS, *self._kinds.values()), 0.0)
         for pid, (kind, cpu) in self._last.items():
             self.cpu_s[kind] += cpu - self._first.get(pid, 0.0)
         self.cpu_s["driver"] = _cpu(psutil.Process()) - self._driver_first
@@ -70,11 +76,12 @@ class ProcessTree:
         rss = []
         for child in self._children(me):
             try:
-                kind = "jvm" if "java" in child.name().lower() else "python"
+                kind = self._named.get(child.pid) or (
+                    "jvm" if "java" in child.name().lower() else "python")
                 self._last[child.pid] = (kind, _cpu(child))
                 if kind == "python":
                     rss.append(child.memory_info().rss)
-                else:
+                elif kind == "jvm":
                     self.peak_jvm_rss = max(self.peak_jvm_rss, child.memory_info().rss)
             except psutil.Error:
                 continue
@@ -82,6 +89,16 @@ class ProcessTree:
             self.peak_python_rss = max(self.peak_python_rss, max(rss))
             self.peak_python_rss_total = max(self.peak_python_rss_total, sum(rss))
 
+    def _name_kinds(self) -> dict[int, str]:
+        """pid -> kind for the ``kinds`` processes and everything under them now."""
+        named = {}
+        for pid, kind in self._kinds.items():
+            named[pid] = kind
+            try:
+                named.update((p.pid, kind) for p in psutil.Process(pid).children(recursive=True))
+            except psutil.Error:
+                continue
+        return named
 
     def _children(self, me: psutil.Process) -> list[psutil.Process]:
         if not self._exclude:
