@@ -66,6 +66,24 @@ def partition_bounds(task_id: str, partition: RunPartition, timetable: Any,
     return Timestamp.from_datetime(start), Timestamp.from_datetime(stop)
 
 
+def unkeyed_run_of_partitioned_dag(task_id: str, timetable: Any
+                                   ) -> tuple[None, None] | ConfigurationError:
+    """``(None, None)`` for a run without a partition key of a DAG that is not partitioned;
+    for one of a partitioned DAG (a manual run without a key), the error that says to pass one
+    (raised only when a side of the run has no other source, such as the Params)."""
+    from airflow.sdk import CronPartitionTimetable, PartitionedAssetTimetable
+
+    if not (getattr(timetable, "partitioned", False)
+            or isinstance(timetable, CronPartitionTimetable | PartitionedAssetTimetable)):
+        return None, None
+    return ConfigurationError(
+        f"{task_id}: this run of a partitioned DAG ({type(timetable).__name__}) has no "
+        "partition key, so it has no slice of Kafka to read. Trigger it with a partition key "
+        "(the REST API's POST /api/v2/dags/<dag_id>/dagRuns with \"partition_key\": "
+        "\"2024-05-01T09:00:00\", or a backfill by partition), or with the Params 'start' and "
+        "'stop'.")
+
+
 def check_partition_slice(task_id: str, value: Any) -> PartitionSlice | None:
     """``partition_slice`` as given (None or a callable).
 

@@ -46,6 +46,7 @@ from airflow_provider_kafka_spark.operators.partitions import (
     RunPartition,
     check_partition_slice,
     partition_bounds,
+    unkeyed_run_of_partitioned_dag,
 )
 from airflow_provider_kafka_spark.operators.spec_sources import (
     RunSpecs,
@@ -406,9 +407,9 @@ class KafkaResolveOffsetsOperator(OpenLineageMixin, SubscriptionMixin, KafkaSpar
         """The bounds of the run's partition (``(None, None)``: not a partitioned run), or why
         it has none (raised by :func:`choose_specs` only when a side needs it)."""
         key = context.get("partition_key")
-        if not key:
-            return None, None
         dag = context.get("dag")
+        if not key:
+            return unkeyed_run_of_partitioned_dag(self.task_id, getattr(dag, "timetable", None))
         try:
             return partition_bounds(self.task_id, RunPartition(key, context.get("partition_date")),
                                     getattr(dag, "timetable", None), self.partition_slice)

@@ -20,6 +20,7 @@ from airflow_provider_kafka_spark.operators.partitions import (
     RunPartition,
     check_partition_slice,
     partition_bounds,
+    unkeyed_run_of_partitioned_dag,
 )
 
 HOURLY = CronPartitionTimetable("0 * * * *", timezone="UTC")
@@ -93,3 +94,16 @@ def test_partition_slice_is_a_function_or_none() -> None:
     assert check_partition_slice("r", region_hour) is region_hour
     with pytest.raises(ConfigurationError, match=r"^r: partition_slice='hourly' is not a "):
         check_partition_slice("r", "hourly")
+
+
+def test_a_run_without_a_key_of_a_partitioned_dag_is_told_to_pass_one() -> None:
+    from airflow.sdk import CronDataIntervalTimetable
+
+    error = unkeyed_run_of_partitioned_dag("resolve", HOURLY)
+    assert isinstance(error, ConfigurationError)
+    assert str(error).startswith("resolve: this run of a partitioned DAG "
+                                 "(CronPartitionTimetable) has no partition key")
+    assert '"partition_key"' in str(error) and "Params 'start' and 'stop'" in str(error)
+    assert unkeyed_run_of_partitioned_dag("resolve", CronDataIntervalTimetable(
+        "0 * * * *", timezone="UTC")) == (None, None)
+    assert unkeyed_run_of_partitioned_dag("resolve", None) == (None, None)
