@@ -192,9 +192,12 @@ def start(run_dir: Path, *, port: int = 0, sidecar: bool | None = None) -> S3End
     port = port or free_port()
     endpoint = S3Endpoint(f"http://127.0.0.1:{port}", access_key=f"ks{secrets.token_hex(6)}",
                           secret_key=secrets.token_urlsafe(24))
+    # --iam-dir: accounts besides the root one (create_user), e.g. a user a bucket policy lets
+    # list but not write.
+    (run_dir / "iam").mkdir(exist_ok=True)
     command = [str(binary), "--access", endpoint.access_key, "--secret", endpoint.secret_key,
                "--region", endpoint.region, "--port", f"127.0.0.1:{port}", "--quiet",
-               *backend, str(data)]
+               "--iam-dir", str(run_dir / "iam"), *backend, str(data)]
     # The keys reach versitygw on its command line (visible in ps to this machine's users):
     # a throwaway server on loopback for tests and local runs.
     pid = launch(run_dir, NAME, command, os.environ)
@@ -207,6 +210,19 @@ def start(run_dir: Path, *, port: int = 0, sidecar: bool | None = None) -> S3End
         time.sleep(0.02)
     info.write_text(json.dumps({**asdict(endpoint), "pid": pid}, indent=2) + "\n")
     return endpoint
+
+
+def create_user(endpoint: S3Endpoint, access_key: str, secret_key: str) -> S3Endpoint:
+    """A new account of the server with the role ``user`` (it owns no bucket and reaches
+    another's only as that bucket's policy allows); its endpoint."""
+    done = subprocess.run(
+        [str(versitygw_binary()), "admin", "--access", endpoint.access_key, "--secret",
+         endpoint.secret_key, "--endpoint-url", endpoint.url, "create-user", "--access",
+         access_key, "--secret", secret_key, "--role", "user"],
+        capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        raise S3ServerError(f"versitygw admin create-user failed: {done.stderr[-2000:]}")
+    return S3Endpoint(endpoint.url, access_key, secret_key, endpoint.region)
 
 
 def _load(info: Path) -> S3Endpoint:

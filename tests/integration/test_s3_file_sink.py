@@ -221,3 +221,20 @@ def test_the_stores_errors_come_before_anything_is_read(
             path_style=True)).prepare(spark, shaped)
     assert time.monotonic() - began < 30
     assert keys(s3_endpoint, s3_bucket) == []
+
+
+def test_a_denied_write_fails_before_anything_is_read(
+        spark: Any, s3_endpoint: Any, s3_bucket: str) -> None:
+    from tools.s3_server import create_user
+
+    reader = create_user(s3_endpoint, f"reader{s3_bucket[-6:]}", "reader-secret-1234")
+    # The bucket lets this user list and read, not write.
+    s3_endpoint.boto3_client().put_bucket_policy(Bucket=s3_bucket, Policy=json.dumps({
+        "Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": {"AWS": [reader.access_key]},
+            "Action": ["s3:ListBucket", "s3:GetObject"],
+            "Resource": [f"arn:aws:s3:::{s3_bucket}", f"arn:aws:s3:::{s3_bucket}/*"]}]}))
+    sink = FileSink(f"s3a://{s3_bucket}/x", s3=settings_of(reader))
+    with pytest.raises(ConfigurationError, match=r"S3 refused to write .*access is denied"):
+        sink.prepare(spark, spark.createDataFrame([], "v string"))
+    assert keys(s3_endpoint, s3_bucket) == []
