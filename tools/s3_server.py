@@ -195,12 +195,12 @@ def start(run_dir: Path, *, port: int = 0, sidecar: bool | None = None) -> S3End
     # --iam-dir: accounts besides the root one (create_user), e.g. a user a bucket policy lets
     # list but not write.
     (run_dir / "iam").mkdir(exist_ok=True)
-    command = [str(binary), "--access", endpoint.access_key, "--secret", endpoint.secret_key,
-               "--region", endpoint.region, "--port", f"127.0.0.1:{port}", "--quiet",
-               "--iam-dir", str(run_dir / "iam"), *backend, str(data)]
-    # The keys reach versitygw on its command line (visible in ps to this machine's users):
-    # a throwaway server on loopback for tests and local runs.
-    pid = launch(run_dir, NAME, command, os.environ)
+    command = [str(binary), "--access", endpoint.access_key, "--region", endpoint.region,
+               "--port", f"127.0.0.1:{port}", "--quiet", "--iam-dir", str(run_dir / "iam"),
+               *backend, str(data)]
+    # The secret goes by the environment (versitygw's --secret), not the command line ps shows.
+    env = {**os.environ, "ROOT_SECRET_ACCESS_KEY": endpoint.secret_key}
+    pid = launch(run_dir, NAME, command, env)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not _answers(endpoint.url):
         if not alive(pid) or time.monotonic() > deadline:
