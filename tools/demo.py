@@ -192,6 +192,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="where the Parquet goes, one folder per hour (default: %(default)s)")
     args = parser.parse_args(argv)
     run_dir, output = args.broker_dir.resolve(), args.output.resolve()
+    # The Spark driver JVM's lines (spark_session logs them): warnings and errors only, so that
+    # what prints between the results needs attention (not the JVM's incubator-module notice).
+    logging.getLogger("airflow_provider_kafka_spark.spark.jvm").setLevel(logging.WARNING)
     started = not broker_running(run_dir)
     bootstrap = start_broker(run_dir)
     home: Path | None = None

@@ -4,11 +4,21 @@
 PySpark needs on one machine (workers run the driver's Python, so pyarrow and this package are
 importable; the driver binds to loopback) and can put Spark's own Kafka source on the classpath
 for ``engine="spark-kafka"``.
+
+A driver JVM it starts writes what it prints through Python's logging (the logger
+``airflow_provider_kafka_spark.spark.jvm``) at the level each line has, instead of onto the
+process's stderr, which an Airflow task log shows as error lines whatever they say: log4j's
+records at their own level (with the package's log4j2 configuration: warnings and errors,
+Hadoop's native-library notice left out), librdkafka's lines of the Python workers at their
+syslog level (``%6|`` info, ``%4|`` warning...), anything else (the JVM's ``WARNING: Using
+incubator modules``) at info. Spark's console progress bars are off, and the UI takes a free
+port (no walk from 4040 when tasks run side by side), unless the conf says otherwise.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -16,7 +26,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping, Sequence
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyspark
@@ -35,7 +47,26 @@ _FALLBACK_VERSIONS: tuple[tuple[str, str], ...] = (("4.2.0", "4.2.0"), ("4.2.0",
 _DEFAULT_CONF: dict[str, str] = {
     # Kafka timestamps are UTC epoch milliseconds; show them as such.
     "spark.sql.session.timeZone": "UTC",
+    # No "[Stage 0:>  (0 + 1) / 1]" bars in task logs (ingest logs its own progress lines).
+    "spark.ui.showConsoleProgress": "false",
+    # A free port, not 4040 then 4041...: tasks side by side do not warn about taken ports.
+    "spark.ui.port": "0",
 }
+
+JVM_LOGGER = "airflow_provider_kafka_spark.spark.jvm"
+
+_LOG4J2 = """\
+# airflow-provider-kafka-spark: the Spark driver's log4j2 configuration (spark/session.py)
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n
+logger.hadoop_native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.hadoop_native.level = error
+"""
 
 
 def spark_kafka_package(spark_version: str | None = None) -> str:
@@ -85,9 +116,83 @@ def spark_session(
         if spark_kafka:
             settings["spark.jars.packages"] = spark_kafka_package()
     settings.update(conf or {})
+    if not remote:
+        settings["spark.driver.extraJavaOptions"] = _with_log_config(
+            settings.get("spark.driver.extraJavaOptions", ""))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    if remote:
+        return builder.getOrCreate()
+    with _jvm_output_to_logging():
+        return builder.getOrCreate()
+
+
+def _with_log_config(java_options: str) -> str:
+    """``java_options`` with the package's log4j2 configuration, unless they name one."""
+    if "log4j2.configurationFile" in java_options or "log4j.configuration" in java_options:
+        return java_options
+    digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"airflow-provider-kafka-spark-log4j2-{digest}.properties"
+    if not path.exists():
+        part = path.with_name(f"{path.name}.{os.getpid()}")
+        part.write_text(_LOG4J2)
+        part.replace(path)
+    return f"{java_options} -Dlog4j2.configurationFile={path}".strip()
+
+
+@contextmanager
+def _jvm_output_to_logging() -> Iterator[None]:
+    """While a session is got or created: this process's stderr is a pipe whose lines a thread
+    logs (:func:`jvm_line_level`), so that a driver JVM started meanwhile (and the Python
+    workers it starts) writes there for its whole life. A session that already runs starts
+    nothing; the pipe then closes at once."""
+    read_end, write_end = os.pipe()
+    saved = os.dup(2)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(write_end)  # the JVM holds its own copy, if one started
+        threading.Thread(target=_relay, args=(read_end,), name="spark-jvm-output",
+                         daemon=True).start()
+
+
+_LOG4J_LEVEL = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR|FATAL) ")
+_RDKAFKA_LEVEL = re.compile(r"^%(\d)\|")
+_LEVELS = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO,
+           "WARN": logging.WARNING, "ERROR": logging.ERROR, "FATAL": logging.CRITICAL}
+
+
+def jvm_line_level(line: str, previous: int) -> int:
+    """The logging level of one line the driver JVM printed: a log4j record's own, a
+    librdkafka line's syslog severity (0-3 error, 4 warning, 5-6 info, 7 debug), a stack
+    trace's line that of the record before it, anything else info."""
+    found = _LOG4J_LEVEL.match(line)
+    if found:
+        return _LEVELS[found.group(1)]
+    found = _RDKAFKA_LEVEL.match(line)
+    if found:
+        severity = int(found.group(1))
+        return (logging.ERROR if severity <= 3 else logging.WARNING if severity == 4
+                else logging.DEBUG if severity == 7 else logging.INFO)
+    if line.startswith(("\tat ", "Caused by:", "\t... ")):
+        return previous
+    return logging.INFO
+
+
+def _relay(fd: int) -> None:
+    jvm = logging.getLogger(JVM_LOGGER)
+    level = logging.INFO
+    with os.fdopen(fd, "r", encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            text = line.rstrip("\n")
+            if text.strip():
+                level = jvm_line_level(text, level)
+                jvm.log(level, "%s", text)
 
 
 def fetch_spark_kafka_jars(pom: str | Path, dest: str | Path) -> list[Path]:

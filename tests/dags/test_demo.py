@@ -22,6 +22,7 @@ NOISE = (
     "Using Spark's default log4j profile",
     "Setting default log level",
     "NativeCodeLoader",
+    "Using incubator modules",  # the JVM's notice of jdk.incubator.vector
 )
 
 
