@@ -59,10 +59,11 @@ def test_without_anything_to_ask_the_line_says_how_long_it_runs(
     caplog.set_level(logging.DEBUG, LOGGER)
     with report_progress(object(), RANGES, owner="blind", every=0.2):  # type: ignore[arg-type]
         time.sleep(0.3)
-    assert [r.getMessage() for r in caplog.records if r.levelno == logging.INFO] == [
+    records = [r for r in caplog.records if r.name == LOGGER]
+    assert [r.getMessage() for r in records if r.levelno == logging.INFO] == [
         "blind: still writing after 0 s, of at most 2,000 records; progress unknown"]
-    assert caplog.records[0].levelno == logging.DEBUG
-    assert caplog.records[0].getMessage().startswith("blind: no progress from Spark (")
+    assert records[0].levelno == logging.DEBUG
+    assert records[0].getMessage().startswith("blind: no progress from Spark (")
 
 
 def test_no_interval_no_thread() -> None:
