@@ -9,9 +9,11 @@
 access key and secret, in the background (pid in ``DIR/versitygw.pid``, log in
 ``DIR/versitygw.log``), and returns once it answers HTTP. Buckets are folders of
 ``DIR/data``, objects plain files in them; their metadata (ETags, user metadata) lives in
-extended attributes, or in ``DIR/sidecar`` where the file system has no user xattrs.
-``DIR/endpoint.json`` holds the endpoint; a ``start`` on a folder whose server runs prints it.
-``stop`` sends SIGTERM to that pid (never a name), SIGKILL after ``STOP_GRACE_S``.
+extended attributes, or in ``DIR/sidecar`` where the file system has no user xattrs. Accounts
+besides the root one (:func:`create_user`) are kept in ``DIR/iam``. The root secret reaches
+versitygw by its environment, not its command line. ``DIR/endpoint.json`` holds the endpoint;
+a ``start`` on a folder whose server runs prints it. ``stop`` sends SIGTERM to that pid (never
+a name), SIGKILL after ``STOP_GRACE_S``.
 
 Why versitygw: of the S3 servers that run here without Docker it is the one that held
 ``If-None-Match``/``If-Match`` conditional PUTs under races (no two winners in 700 rounds of 16
