@@ -46,6 +46,13 @@ def test_adhoc_run_through_the_rest_api_reads_exactly_the_conf_range(
         (0, 0, b"k0", b"p0-0"), (0, 1, b"k1", b"p0-1"), (0, 2, b"k2", b"p0-2"),
         (1, 0, None, b"p1-0"), (1, 1, None, b"p1-1"), (1, 2, None, b"p1-2")]
     assert airflow.xcom("kafka_adhoc", run_id, "ingest")["records"] == 6
+    # A green run's log has no red lines: no entry at warning level or above (the Spark JVM's
+    # output and librdkafka's lines come at their own levels; nothing is allowed here).
+    for task_id in ("resolve_offsets", "ingest"):
+        entries = airflow.log_entries("kafka_adhoc", run_id, task_id)
+        loud = [e for e in entries if isinstance(e, dict)
+                and str(e.get("level", "")).lower() in ("warning", "error", "critical")]
+        assert len(entries) > 5 and loud == [], f"{task_id}: {loud}"
 
 
 def test_adhoc_bad_spec_fails_the_resolve_task_with_a_clear_message_before_writing(

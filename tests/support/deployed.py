@@ -113,10 +113,16 @@ class AirflowApi:
                 report.append("\n".join(self.log(dag_id, run_id, task_id).splitlines()[-40:]))
         return "\n".join(report)
 
+    def log_entries(self, dag_id: str, run_id: str, task_id: str,
+                    try_number: int = 1) -> list[Any]:
+        """The task's log as the REST API serves it: structured entries (dicts with ``event``,
+        ``level``...) and plain lines."""
+        return list(self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
+                                     f"{urllib.parse.quote(run_id, safe='')}/taskInstances/"
+                                     f"{task_id}/logs/{try_number}?full_content=true")["content"])
+
     def log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
-        content = self.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/"
-                                   f"{urllib.parse.quote(run_id, safe='')}/taskInstances/{task_id}"
-                                   f"/logs/{try_number}?full_content=true")["content"]
+        content = self.log_entries(dag_id, run_id, task_id, try_number)
         # Structured lines: the exception (type, message, frames) is in fields beside "event".
         return "\n".join(json.dumps(line) if isinstance(line, dict) else str(line)
                          for line in content)
