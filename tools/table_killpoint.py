@@ -3,7 +3,9 @@ after its one table commit, then let the caller retry the same run.
 
 A child process (``python -m tools.table_killpoint child --warehouse DIR [--job JSON]``)
 starts its own local[2] SparkSession with the `tables` tier's catalogs (:func:`table_conf`:
-Delta's extension and catalog, the Iceberg Hadoop catalog ``lake`` on ``DIR``), warms up,
+Delta's extension and catalog, the Iceberg Hadoop catalog ``lake`` on ``DIR`` and, given an
+:class:`S3Lake`, S3A on the suite's S3 server and the Iceberg catalog ``s3``, a JdbcCatalog on
+PostgreSQL whose warehouse is on S3), warms up,
 prints ``READY``, takes its :class:`Job` (``--job``, or one JSON line on stdin) and runs
 ``ingest(spark, ranges, config, sink, sql=job.sql)``. The sink is the package's
 ``IcebergSink``/``DeltaSink`` with ``commit_rows`` wrapped (no hook inside the package): it
@@ -23,7 +25,8 @@ the look-up of the run's writes are done), then, by ``job.hold``:
 :func:`kill_table_ingest` gives a started child (:class:`TableChild`; :class:`Standby` starts
 each one while the kill point before it runs) its job, reaches the moment (the ``COMMITTING``
 line; then the first new data file in the table's folder while no new commit file is there; or
-the ``COMMITTED`` line and the new commit file), SIGKILLs the child's process group and what
+the ``COMMITTED`` line and the new commit file; on S3 the objects are listed through the S3 API),
+SIGKILLs the child's process group and what
 descended from it, and says what it saw. The caller checks the table and retries the run
 (``tests/tables/test_table_killpoints.py``). A held child that is never killed gives up after
 :data:`HOLD_S`, or when its parent's pipe closes.
@@ -44,12 +47,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+from tools.s3_server import S3Endpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 MOMENTS = ("before", "during", "after_commit")
 LAKE = "lake"
+S3_CATALOG = "s3"
+S3_ENV = "TABLE_KILLPOINT_S3"
+"""The environment variable that hands the child its :class:`S3Lake` (JSON; it holds the S3
+server's secret, so not on the command line)."""
 HOLD_S = 600.0
 """How long a held child waits for its kill before it gives up."""
 
@@ -61,14 +71,66 @@ CHILD_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 """A short-lived driver starts in about half the CPU time with the C1 compiler only (and no
 parallel collector threads)."""
 
-_ICEBERG_COMMIT = re.compile(r"v\d+\.metadata\.json$")
+_ICEBERG_COMMIT = re.compile(r"(v\d+|\d{5}-[0-9a-f-]{36})\.metadata\.json$")
+"""A Hadoop catalog's ``v<N>.metadata.json``, a JDBC catalog's ``<N>-<uuid>.metadata.json``."""
 _DELTA_COMMIT = re.compile(r"\d{20}\.json$")
 
 
-def table_conf(lake_warehouse: Path) -> dict[str, str]:
-    """The `tables` tier's Spark settings for Delta (extension, ``spark_catalog``) and the
-    Iceberg Hadoop catalog ``lake`` on ``lake_warehouse`` (``tests/tables/conftest.py``'s
-    ``table_spark`` has the same; the kill-point test checks that they agree)."""
+@dataclass(frozen=True)
+class S3Lake:
+    """Tables on S3 (the suite's S3 server, ``tools/s3_server.py``): Delta tables at ``s3a://``
+    paths and the Iceberg catalog ``s3``, Iceberg's JdbcCatalog on PostgreSQL (``jdbc_url``,
+    ``jdbc_user``) whose warehouse ``warehouse`` (``s3a://<bucket>/<prefix>``) is on S3, its
+    files read and written through S3A (``HadoopFileIO``)."""
+
+    endpoint: S3Endpoint
+    warehouse: str
+    jdbc_url: str
+    jdbc_user: str
+
+    def conf(self) -> dict[str, str]:
+        """S3A on the endpoint and the catalog ``s3`` (tables cached until refreshed, as in
+        :func:`table_conf`'s ``lake``)."""
+        catalog = f"spark.sql.catalog.{S3_CATALOG}"
+        return {
+            **self.endpoint.spark_conf(),
+            catalog: "org.apache.iceberg.spark.SparkCatalog",
+            f"{catalog}.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+            f"{catalog}.uri": self.jdbc_url,
+            f"{catalog}.jdbc.user": self.jdbc_user,
+            f"{catalog}.jdbc.schema-version": "V1",
+            f"{catalog}.warehouse": self.warehouse,
+            f"{catalog}.io-impl": "org.apache.iceberg.hadoop.HadoopFileIO",
+            f"{catalog}.cache.expiration-interval-ms": "-1",
+        }
+
+    def to_json(self) -> str:
+        return json.dumps({**asdict(self), "endpoint": asdict(self.endpoint)})
+
+    @classmethod
+    def from_json(cls, text: str) -> S3Lake:
+        fields = json.loads(text)
+        return cls(**{**fields, "endpoint": S3Endpoint(**fields["endpoint"])})
+
+    @cached_property
+    def _client(self) -> Any:
+        return self.endpoint.boto3_client()
+
+    def keys(self, folder: str) -> set[str]:
+        """The keys of the objects under ``folder`` (``s3a://bucket/prefix``), relative to it,
+        listed through the S3 API."""
+        bucket, _, prefix = folder.removeprefix("s3a://").partition("/")
+        prefix = prefix.rstrip("/") + "/"
+        pages = self._client.get_paginator("list_objects_v2").paginate(
+            Bucket=bucket, Prefix=prefix)
+        return {o["Key"][len(prefix):] for page in pages for o in page.get("Contents", [])}
+
+
+def table_conf(lake_warehouse: Path, s3: S3Lake | None = None) -> dict[str, str]:
+    """The `tables` tier's Spark settings for Delta (extension, ``spark_catalog``), the
+    Iceberg Hadoop catalog ``lake`` on ``lake_warehouse`` and, with ``s3``, S3A and the Iceberg
+    catalog ``s3`` (``tests/tables/conftest.py``'s ``table_spark`` has the same; the kill-point
+    test checks that they agree)."""
     return {
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",
@@ -83,6 +145,7 @@ def table_conf(lake_warehouse: Path) -> dict[str, str]:
         # Tables stay cached until refreshed, as in a long-lived driver: the sinks must see
         # other drivers' commits anyway (tests/tables/test_table_killpoints.py).
         f"spark.sql.catalog.{LAKE}.cache.expiration-interval-ms": "-1",
+        **(s3.conf() if s3 is not None else {}),
     }
 
 
@@ -91,39 +154,55 @@ def table_conf(lake_warehouse: Path) -> dict[str, str]:
 @dataclass(frozen=True)
 class TableFiles:
     """Where one table keeps its data files and its commits (Iceberg on the Hadoop catalog
-    ``lake``: ``<warehouse>/<namespace>/<table>/{data,metadata}``; Delta: the table's folder
-    and its ``_delta_log``)."""
+    ``lake``: ``<warehouse>/<namespace>/<table>/{data,metadata}``; on the JDBC catalog ``s3``
+    the same under its S3 warehouse; Delta: the table's folder and its ``_delta_log``), local
+    folders or ``s3a://`` prefixes (then ``s3`` lists them)."""
 
-    data: Path
-    commits: Path
+    data: str
+    commits: str
     commit_name: re.Pattern[str]
+    s3: S3Lake | None = None
 
     @classmethod
-    def of(cls, table_format: str, table: str, warehouse: Path) -> TableFiles:
+    def of(cls, table_format: str, table: str, warehouse: Path,
+           s3: S3Lake | None = None) -> TableFiles:
         if table_format == "iceberg":
             catalog, *namespace, name = table.split(".")
+            if catalog == S3_CATALOG and s3 is not None and namespace:
+                folder = "/".join([s3.warehouse.rstrip("/"), *namespace, name])
+                return cls(f"{folder}/data", f"{folder}/metadata", _ICEBERG_COMMIT, s3)
             if catalog != LAKE or not namespace:
-                raise ValueError(f"{table!r} is not a table of the Hadoop catalog {LAKE!r}")
-            folder = warehouse.joinpath(*namespace, name)
-            return cls(folder / "data", folder / "metadata", _ICEBERG_COMMIT)
+                raise ValueError(f"{table!r} is not a table of the Hadoop catalog {LAKE!r}"
+                                 + (f" or the S3 catalog {S3_CATALOG!r}" if s3 else ""))
+            local = warehouse.joinpath(*namespace, name)
+            return cls(str(local / "data"), str(local / "metadata"), _ICEBERG_COMMIT)
         if table_format == "delta":
+            if table.startswith("s3a://") and s3 is not None:
+                return cls(table, f"{table.rstrip('/')}/_delta_log", _DELTA_COMMIT, s3)
             if not table.startswith("/"):
                 raise ValueError(f"{table!r} is not a Delta table's path")
-            return cls(Path(table), Path(table) / "_delta_log", _DELTA_COMMIT)
+            return cls(table, str(Path(table) / "_delta_log"), _DELTA_COMMIT)
         raise ValueError(f"table_format={table_format!r}: pass 'iceberg' or 'delta'")
+
+    def _files(self, folder: str) -> set[str]:
+        """The files under ``folder``, relative to it (S3: the objects' keys)."""
+        if self.s3 is not None:
+            return self.s3.keys(folder)
+        root = Path(folder)
+        if not root.exists():
+            return set()
+        return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
     def data_files(self) -> set[str]:
         """The Parquet files under the data folder (a Delta log's checkpoints excluded)."""
-        if not self.data.exists():
-            return set()
-        return {str(p.relative_to(self.data)) for p in self.data.rglob("*.parquet")
-                if "_delta_log" not in p.parts}
+        return {f for f in self._files(self.data)
+                if f.endswith(".parquet") and "_delta_log" not in f.split("/")}
 
     def commit_files(self) -> set[str]:
-        """The table's committed versions (``vN.metadata.json``, ``_delta_log/<N>.json``)."""
-        if not self.commits.exists():
-            return set()
-        return {p.name for p in self.commits.iterdir() if self.commit_name.fullmatch(p.name)}
+        """The table's committed versions (``vN.metadata.json``, ``<N>-<uuid>.metadata.json``,
+        ``_delta_log/<N>.json``)."""
+        return {f for f in self._files(self.commits)
+                if "/" not in f and self.commit_name.fullmatch(f)}
 
 
 # -- the harness -------------------------------------------------------------------------
@@ -167,16 +246,21 @@ class TableKill:
 
 class TableChild:
     """A child driver (``python -m tools.table_killpoint child``) in its own process group,
-    started at once and given its :class:`Job` later: its protocol lines come through a reader
-    thread (the caller never blocks on a read), its stderr goes to ``<run_dir>/child.log``."""
+    started at once (with ``s3``: able to write tables on S3) and given its :class:`Job`
+    later: its protocol lines come through a reader thread (the caller never blocks on a
+    read), its stderr goes to ``<run_dir>/child.log``."""
 
-    def __init__(self, warehouse: Path, run_dir: Path) -> None:
+    def __init__(self, warehouse: Path, run_dir: Path, s3: S3Lake | None = None) -> None:
         run_dir.mkdir(parents=True, exist_ok=True)
         self.warehouse = warehouse
+        self.s3 = s3
         self.log_path = run_dir / "child.log"
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in close()
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(
             p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
+        env.pop(S3_ENV, None)
+        if s3 is not None:
+            env[S3_ENV] = s3.to_json()
         self.started = time.monotonic()
         self.ready_at: float | None = None
         self.proc = subprocess.Popen(
@@ -283,8 +367,9 @@ class Standby:
     """Child drivers for ``count`` kill points, each started (and warmed up) while the kill
     point before it runs: :meth:`take` hands out the waiting one and starts the next."""
 
-    def __init__(self, warehouse: Path, run_dir: Path, count: int) -> None:
-        self.warehouse, self.run_dir, self.left = warehouse, run_dir, count
+    def __init__(self, warehouse: Path, run_dir: Path, count: int,
+                 s3: S3Lake | None = None) -> None:
+        self.warehouse, self.run_dir, self.left, self.s3 = warehouse, run_dir, count, s3
         self.started = 0
         self.waiting: TableChild | None = None
         self._start_next()
@@ -293,7 +378,8 @@ class Standby:
         if self.left > 0 and self.waiting is None:
             self.left -= 1
             self.started += 1
-            self.waiting = TableChild(self.warehouse, self.run_dir / f"child-{self.started}")
+            self.waiting = TableChild(self.warehouse, self.run_dir / f"child-{self.started}",
+                                      self.s3)
 
     def take(self) -> TableChild:
         if self.waiting is None:
@@ -328,7 +414,7 @@ def kill_table_ingest(child: TableChild, job: Job, *, ready_timeout: float = 180
     also when it fails. The timeouts are generous (a loaded 2-core machine): ``ready_timeout``
     for the READY line (its start and warm-up), ``moment_timeout`` for each step after the
     job."""
-    files = TableFiles.of(job.table_format, job.table, child.warehouse)
+    files = TableFiles.of(job.table_format, job.table, child.warehouse, child.s3)
     try:
         waited = child.ready(ready_timeout)
         assert child.ready_at is not None
@@ -411,13 +497,19 @@ def _last_task_never_ends(df: Any) -> Any:
     return df.repartition(partitions).mapInArrow(hold_last, df.schema)
 
 
-def _warm_up(spark: Any, scratch: Path) -> None:
+def _warm_up(spark: Any, scratch: Path, s3: S3Lake | None) -> None:
     """What every ingest needs once, done before READY (while the caller does other work):
-    a Python worker, the Iceberg catalog, Delta's writer and log (on a scratch table)."""
+    a Python worker, the Iceberg catalogs, Delta's writer and log (on a scratch table) and,
+    with ``s3``, S3A's client (a look at the S3 warehouse)."""
     spark.range(4, numPartitions=2).mapInArrow(lambda batches: batches, "id long").collect()
     spark.sql(f"SHOW NAMESPACES IN {LAKE}").collect()
     spark.range(3).write.format("delta").save(str(scratch))
     spark.sql(f"DESCRIBE HISTORY delta.`{scratch}`").collect()
+    if s3 is not None:
+        spark.sql(f"SHOW NAMESPACES IN {S3_CATALOG}").collect()
+        jvm = spark.sparkContext._jvm
+        folder = jvm.org.apache.hadoop.fs.Path(s3.warehouse)
+        folder.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(folder)
 
 
 def _child(argv: list[str]) -> None:
@@ -431,18 +523,20 @@ def _child(argv: list[str]) -> None:
 
     from airflow_provider_kafka_spark.offsets import OffsetRanges
     from airflow_provider_kafka_spark.spark import ingest, spark_session
+    from tools.s3_jars import fetch_s3_jars
     from tools.tables_jars import fetch_table_jars
 
     here = Path.cwd()
+    s3 = S3Lake.from_json(os.environ[S3_ENV]) if os.environ.get(S3_ENV) else None
     spark = spark_session("local[2]", app_name="table-killpoint-child",
-                          jars=fetch_table_jars(), conf={
-                              **table_conf(args.warehouse),
+                          jars=[*fetch_table_jars(), *(fetch_s3_jars() if s3 else [])], conf={
+                              **table_conf(args.warehouse, s3),
                               "spark.ui.showConsoleProgress": "false",
                               "spark.local.dir": str(here / "spark-local"),
                               "spark.sql.warehouse.dir": (here / "warehouse").as_uri(),
                               "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS,
                           })
-    _warm_up(spark, here / "scratch-delta")
+    _warm_up(spark, here / "scratch-delta", s3)
     print("READY", flush=True)
     line = args.job if args.job is not None else sys.stdin.readline()
     if not line.strip():  # the parent went away (or closed the pipe) without a job

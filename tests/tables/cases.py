@@ -1,5 +1,10 @@
 """The tables the `tables` tier writes, one kind per case, and how the tests look at them: the
-rows (exact multisets), the commits the sink recorded, and a reader that is not Spark."""
+rows (exact multisets), the commits the sink recorded, and a reader that is not Spark.
+
+Kinds: ``iceberg-hadoop`` (the Hadoop catalog ``lake``, a local folder), ``iceberg-jdbc`` (the
+JdbcCatalog ``pg``, a local folder), ``iceberg-s3`` (the JdbcCatalog ``s3``, its files on the S3
+server), ``delta-path`` (a local folder), ``delta-catalog`` (a managed table of
+``spark_catalog``) and ``delta-s3`` (an ``s3a://`` path)."""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.offsets import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.sinks.tables import (
@@ -19,7 +24,12 @@ from airflow_provider_kafka_spark.sinks.tables import (
 )
 from airflow_provider_kafka_spark.spark import ingest
 
-KINDS = ("iceberg-hadoop", "iceberg-jdbc", "delta-path", "delta-catalog")
+if TYPE_CHECKING:
+    from tools.s3_server import S3Endpoint
+
+KINDS = ("iceberg-hadoop", "iceberg-jdbc", "iceberg-s3", "delta-path", "delta-catalog",
+         "delta-s3")
+ICEBERG_CATALOGS = {"iceberg-hadoop": "lake", "iceberg-jdbc": "pg", "iceberg-s3": "s3"}
 COLUMNS = "topic STRING, `partition` INT, `offset` BIGINT, key STRING, value STRING"
 SQL = ("SELECT topic, `partition`, `offset`, CAST(key AS STRING) AS key, "
        "CAST(value AS STRING) AS value FROM kafka")
@@ -37,13 +47,13 @@ class Table:
     name: str
     format: str
     location: str = ""
-    """Where the files are (a Delta table's folder)."""
+    """Where the files are (a Delta table's folder or ``s3a://`` path)."""
 
     def sink(self, run: str, application: str = "app", **kwargs: Any) -> TableSink:
         return table_sink(self.format, self.name, application=application, run=run, **kwargs)
 
     def df(self, spark: Any) -> Any:
-        if self.kind == "delta-path":
+        if self.kind in ("delta-path", "delta-s3"):
             return spark.read.format("delta").load(self.name)
         return spark.table(self.name)
 
@@ -66,19 +76,22 @@ class Table:
         return sum(1 for _ in self.sink("-").commits(spark))
 
 
-def create(spark: Any, kind: str, warehouse: Path, columns: str = COLUMNS,
+def create(spark: Any, kind: str, warehouse: Path | str, columns: str = COLUMNS,
            partitioned_by: str = "") -> Table:
-    """A new empty table of ``kind`` with ``columns``."""
+    """A new empty table of ``kind`` with ``columns``; a Delta table by path in ``warehouse``
+    (a folder, or ``s3a://<bucket>`` for ``delta-s3``: ``Warehouses.of(kind)``)."""
     suffix = uuid.uuid4().hex[:10]
     clause = f" PARTITIONED BY ({partitioned_by})" if partitioned_by else ""
     if kind.startswith("iceberg"):
-        catalog = "lake" if kind == "iceberg-hadoop" else "pg"
+        catalog = ICEBERG_CATALOGS[kind]
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
         name = f"{catalog}.db.t_{suffix}"
         spark.sql(f"CREATE TABLE {name} ({columns}) USING iceberg{clause}")
         return Table(kind, name, "iceberg")
-    if kind == "delta-path":
-        path = str(warehouse / f"delta_{suffix}")
+    if kind in ("delta-path", "delta-s3"):
+        if (kind == "delta-s3") != str(warehouse).startswith("s3a://"):
+            raise ValueError(f"a {kind} table in {warehouse}? pass warehouses.of(kind)")
+        path = f"{warehouse}/delta_{suffix}"
         spark.sql(f"CREATE TABLE delta.`{path}` ({columns}) USING delta{clause}")
         return Table(kind, path, "delta", path)
     name = f"default.t_{suffix}"
@@ -114,22 +127,43 @@ def run_ingest(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, s
     return dict(ingest(spark, ranges, kafka_config, sink, sql=sql).output)
 
 
-def reader(kind: str, pg_catalog: Any) -> Callable[[Table], Counter[Row]] | None:
-    """The rows as a reader that is not Spark sees them (pyiceberg through the same catalog,
-    delta-rs on the table's folder), or None for the Hadoop catalog, which pyiceberg has no
-    catalog for."""
-    if kind == "iceberg-jdbc":
+def reader(kind: str, catalog: Any,
+           s3: S3Endpoint | None = None) -> Callable[[Table], Counter[Row]] | None:
+    """The rows as a reader that is not Spark sees them (pyiceberg through ``catalog``, its
+    SqlCatalog on the table's catalog: ``pg_catalog`` or ``s3_catalog``; delta-rs on the table's
+    folder, on S3 through ``s3``), or None for the Hadoop catalog, which pyiceberg has no catalog
+    for."""
+    if kind in ("iceberg-jdbc", "iceberg-s3"):
         def through_catalog(table: Table) -> Counter[Row]:
-            arrow = pg_catalog.load_table(table.name.split(".", 1)[1]).scan().to_arrow()
+            arrow = catalog.load_table(table.name.split(".", 1)[1]).scan().to_arrow()
             return _counted(arrow.to_pylist())
         return through_catalog
     if kind.startswith("delta"):
+        options = delta_storage_options(s3) if kind == "delta-s3" and s3 is not None else None
+
         def through_delta_rs(table: Table) -> Counter[Row]:
             from deltalake import DeltaTable
 
-            return _counted(DeltaTable(table.location).to_pyarrow_table().to_pylist())
+            return _counted(DeltaTable(table.location, storage_options=options)
+                            .to_pyarrow_table().to_pylist())
         return through_delta_rs
     return None
+
+
+def pyiceberg_s3_properties(s3: S3Endpoint) -> dict[str, str]:
+    """pyiceberg's catalog properties that read and write ``s3://``/``s3a://`` files on the S3
+    server (pyarrow's S3 client, path-style)."""
+    return {"s3.endpoint": s3.url, "s3.access-key-id": s3.access_key,
+            "s3.secret-access-key": s3.secret_key, "s3.region": s3.region,
+            "s3.force-virtual-addressing": "false",
+            "py-io-impl": "pyiceberg.io.pyarrow.PyArrowFileIO"}
+
+
+def delta_storage_options(s3: S3Endpoint) -> dict[str, str]:
+    """delta-rs's ``storage_options`` for tables on the S3 server (plain HTTP, path-style)."""
+    return {"AWS_ENDPOINT_URL": s3.url, "AWS_ACCESS_KEY_ID": s3.access_key,
+            "AWS_SECRET_ACCESS_KEY": s3.secret_key, "AWS_REGION": s3.region,
+            "AWS_ALLOW_HTTP": "true", "AWS_FORCE_PATH_STYLE": "true"}
 
 
 def _counted(rows: list[dict[str, Any]]) -> Counter[Row]:

@@ -13,6 +13,10 @@ and kills it at one moment, reached without timing guesses:
 
 The retry runs here, in the tier's ``table_spark`` session, which sees the table as it is
 (a new driver would).
+
+Each moment runs for tables in a local folder; ``during`` and ``after_commit`` also for tables
+on S3 (``*-s3``: Iceberg's JdbcCatalog ``s3`` with its warehouse on the S3 server, a Delta table
+at an ``s3a://`` path), where the files the kill leaves are objects, listed through the S3 API.
 """
 
 from __future__ import annotations
@@ -58,30 +62,37 @@ def topic(kafka_config: dict[str, Any]) -> Any:
 
 
 @pytest.fixture(scope="module")
-def lake(table_spark: Any, warehouses: Any) -> Any:
-    """The lake warehouse, once the child's catalogs are known to be this session's."""
-    conf = table_conf(warehouses.lake)
+def lake(table_spark: Any, warehouses: Any, s3_lake: Any) -> Any:
+    """The lake warehouse, once the child's catalogs (local and on S3) are known to be this
+    session's."""
+    conf = table_conf(warehouses.lake, s3_lake)
     assert {k: table_spark.conf.get(k, None) for k in conf} == conf
     return warehouses.lake
 
 
 @pytest.fixture(scope="module")
-def children(request: pytest.FixtureRequest, lake: Any,
+def children(request: pytest.FixtureRequest, lake: Any, s3_lake: Any,
              tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A child driver per case, each started while the case before it runs."""
     cases = sum(1 for item in request.session.items if item.module is request.module)
-    standby = Standby(lake, tmp_path_factory.mktemp("table-kill"), cases)
+    standby = Standby(lake, tmp_path_factory.mktemp("table-kill"), cases, s3_lake)
     yield standby
     standby.close()
 
 
-@pytest.mark.parametrize("moment", MOMENTS)
-@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+CASES = [*((kind, moment) for kind in ("iceberg-hadoop", "delta-path") for moment in MOMENTS),
+         *((kind, moment) for kind in ("iceberg-s3", "delta-s3")
+           for moment in ("during", "after_commit"))]
+"""Every moment for local tables; on S3 the two that leave objects behind (``before`` kills a
+driver that has written nothing anywhere yet: on S3 as locally)."""
+
+
+@pytest.mark.parametrize(("kind", "moment"), CASES)
 def test_a_driver_killed_at_the_table_commit_leaves_each_record_once_after_the_retry(
-        table_spark: Any, kafka_config: dict[str, Any], topic: Any, lake: Any,
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, lake: Any, warehouses: Any,
         children: Standby, kind: str, moment: str) -> None:
     name, data = topic
-    table = create(table_spark, kind, lake)
+    table = create(table_spark, kind, warehouses.of(kind))
     # The table is set up for the sinks and loaded by this session before the child writes
     # (a long-lived driver that wrote it before): only a sink that refreshes sees the
     # child's commit.

@@ -125,12 +125,15 @@ def test_catalog_tables_take_a_run_once_and_other_readers_see_the_same_rows(
         assert read_elsewhere(table) == expected(data, ranges)
 
 
-@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path", "iceberg-s3", "delta-s3"])
 def test_two_runs_committing_at_once_both_land(
         table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any,
         kind: str) -> None:
+    """Two runs of one driver (threads) commit at once. On S3 (``*-s3``) Iceberg's commit is
+    the JDBC catalog's compare-and-swap, Delta's the single-driver S3 log store's (its lock in
+    this JVM, then a plain PUT of the version's file)."""
     name, data = topic
-    table = create(table_spark, kind, warehouses.lake)
+    table = create(table_spark, kind, warehouses.of(kind))
     hours = {"hour-3": ranges_of(name, {0: (0, 10), 1: (0, 10), 2: (0, 10)}),
              "hour-4": ranges_of(name, {0: (10, 20), 1: (10, 20), 2: (10, 20)})}
     outputs: dict[str, Any] = {}
