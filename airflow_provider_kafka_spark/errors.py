@@ -174,8 +174,10 @@ class InputTruncatedError(TransactionError):
     """A Spark task saw fewer rows than its partition holds: its input was cut short.
 
     Spark ends a Python task's input stream silently when an upstream computation of that task
-    fails, so the truncation is only visible by counting. The transaction is aborted; Spark's
-    retry of the task (or a re-run of the write) writes the partition.
+    fails, so the truncation is only visible by counting: against the driver's pre-pass, or
+    against the end row the package's reader puts after each split (``split_ends``). The
+    transaction is aborted; Spark's retry of the task (or a re-run of the write) writes the
+    partition.
     """
 
 

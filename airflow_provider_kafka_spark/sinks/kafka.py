@@ -152,21 +152,27 @@ class KafkaSink(Sink):
                                "it applies with on_corrupt='dead_letter'; remove it, or "
                                "dead-letter the undecodable records", problem="is not used")
 
-    def bind_input(self, identity: str, *, as_read: bool = False) -> None:
+    def bind_input(self, identity: str, *, as_read: bool = False) -> bool:
         """Declare that the DataFrames :meth:`write` gets are a deterministic function of the
         pinned input ``identity`` names (``ingest``: the slice's
         :meth:`~airflow_provider_kafka_spark.offsets.ranges.OffsetRanges.identity`), passed to
-        ``write_kafka`` as ``input_identity``: with ``exactly_once`` the input is read once
-        (no pre-pass) and a re-run of ``write_id`` with another identity is refused.
+        ``write_kafka`` as ``input_identity``: with ``exactly_once`` a re-run of ``write_id``
+        with another identity is refused.
         ``as_read``: the DataFrames come straight from ``read_kafka`` (no transform, no SQL):
         only their ``key``, ``value``, ``headers`` and ``timestamp`` are written (their
         ``topic`` and ``partition`` columns would send each record back to where it was
-        read)."""
+        read), and the readers' end rows when they have them.
+
+        Returns whether the sink wants those end rows (``read_kafka(..., split_ends=True)``):
+        with ``exactly_once`` and ``as_read``. With them the input is read once (no pre-pass):
+        each task checks by its end row that its input is whole; without them ``write_kafka``
+        counts each partition in a pre-pass."""
         if not isinstance(identity, str) or not identity.strip():
             raise ConfigurationError(f"KafkaSink.bind_input: identity={identity!r} is not "
                                      "valid; pass the text that names the pinned input.")
         self.input_identity = identity
         self.records_as_read = as_read
+        return as_read and self.delivery_guarantee == "exactly_once"
 
     def describe(self) -> dict[str, Any]:
         """``{"topic", "delivery_guarantee", "write_id", "records_written": 0,
@@ -232,10 +238,12 @@ class KafkaSink(Sink):
             return df
         from pyspark.sql import functions as F
 
+        from airflow_provider_kafka_spark.spark.split_ends import SPLIT_END_COLUMN
+
         # Header keys read from Kafka are never null; saying so in the type spares write_kafka
         # a pre-pass over the records looking for null keys.
         return df.select(*[_non_null_header_keys(F) if c == "headers" else c
-                           for c in RECORD_COLUMNS if c in df.columns])
+                           for c in (*RECORD_COLUMNS, SPLIT_END_COLUMN) if c in df.columns])
 
 
 def _non_null_header_keys(F: Any) -> Any:

@@ -201,9 +201,11 @@ def ingest(
     in_commit = bool(getattr(sink, "writes_in_commit", False))
     decoded: _Decoded | None = None
     bind_input = getattr(sink, "bind_input", None)  # KafkaSink: its input is this slice
+    split_ends = False  # whether the readers mark each split's end for the sink
     if callable(bind_input):
-        bind_input(json.dumps([offset_ranges.identity(), include_headers, sql]),
-                   as_read=transform is None and sql is None)
+        split_ends = bind_input(json.dumps([offset_ranges.identity(), include_headers, sql]),
+                                as_read=transform is None and sql is None) is True \
+            and engine == "python" and decoding is None
     try:
         sink.prepare(spark, shaped)
         lost, summary = LostOffsets(), ReadSummary()
@@ -217,7 +219,7 @@ def ingest(
                 output = sink.adopt(landing.files())
                 summaries: list[PartitionSummary] | None = landing.summaries()
             else:
-                records = read(lost=lost, summary=summary)
+                records = read(lost=lost, summary=summary, split_ends=split_ends)
                 good, dead_letters = records, None
                 if decoding:
                     decoded = _Decoded(decoding(records), on_corrupt, owner)

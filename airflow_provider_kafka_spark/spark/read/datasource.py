@@ -36,6 +36,12 @@ Options (all strings, as Spark passes them):
     The id of a driver-side Spark accumulator with :class:`SplitLosses` (optional): with
     ``onDataLoss=skip`` each split adds the offsets it skipped, so the driver can count them
     (``read_kafka(..., lost=LostOffsets())`` sets it).
+``splitEnds``
+    ``true``: add the column ``_kafka_spark_split_end`` (null in every record) and, after each
+    split's last record, one end row that holds the split and the number of records handed on
+    (:mod:`~airflow_provider_kafka_spark.spark.split_ends`), for ``write_kafka`` to check that
+    its input is whole (``read_kafka(..., split_ends=True)`` sets it); ``false`` (default).
+    Not with ``landFolder``.
 """
 
 from __future__ import annotations
@@ -52,7 +58,7 @@ import pyarrow as pa
 from confluent_kafka import KafkaError
 from pyspark.accumulators import Accumulator
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-from pyspark.sql.types import StructType
+from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, DataLossError, KafkaReadError
 from airflow_provider_kafka_spark.offsets.config import (
@@ -76,6 +82,7 @@ from airflow_provider_kafka_spark.spark.read.summary import (
     counted,
 )
 from airflow_provider_kafka_spark.spark.schema import kafka_schema, utc_arrow_schema
+from airflow_provider_kafka_spark.spark.split_ends import SPLIT_END_COLUMN, with_split_end
 
 log = logging.getLogger(__name__)
 
@@ -84,10 +91,17 @@ LOST_OFFSETS_OPTION = "lostOffsetsAccumulator"
 SUMMARY_OPTION = "summaryAccumulator"
 LAND_FOLDER_OPTION = "landFolder"
 LAND_COMPRESSION_OPTION = "landCompression"
+SPLIT_ENDS_OPTION = "splitEnds"
 LAND_S3_OPTION = "landS3Secret"
 """The S3 settings of an ``s3://`` landing folder (JSON, keys included): named with ``Secret``
 so that Spark redacts its value wherever it shows a plan's options."""
 KAFKA_OPTION_PREFIX = "kafka."
+SPLIT_END_FIELD = StructField(SPLIT_END_COLUMN, StructType([
+    StructField("topic", StringType()), StructField("partition", IntegerType()),
+    StructField("start", LongType()), StructField("stop", LongType()),
+    StructField("records", LongType())]))
+"""The column of the end rows (``splitEnds``): Spark's form of
+:data:`~airflow_provider_kafka_spark.spark.split_ends.SPLIT_END_TYPE`."""
 DEFAULT_POLL_TIMEOUT = 60.0
 # Records per Arrow batch handed to Spark (at most; a batch ends when the consumer's queue is
 # empty).
@@ -130,6 +144,7 @@ class ReadOptions:
     lost_offsets_accumulator: int | None
     summary_accumulator: int | None = None
     landing: ParquetFolder | None = None
+    split_ends: bool = False
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -152,6 +167,10 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     on_data_loss = options.get("onDataLoss", "fail")
     if on_data_loss not in ("fail", "skip"):
         raise _bad_option("onDataLoss", on_data_loss, "use 'fail' or 'skip'")
+    split_ends = _bool_option(options, SPLIT_ENDS_OPTION, False)
+    if split_ends and LAND_FOLDER_OPTION in options:
+        raise _bad_option(SPLIT_ENDS_OPTION, "true", f"a read with {LAND_FOLDER_OPTION} returns "
+                          "no records to mark the ends of; leave it out")
     return ReadOptions(
         ranges=OffsetRanges.from_json(options["ranges"]),
         kafka_config=_config_from_options(options),
@@ -167,6 +186,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         summary_accumulator=_int_option(options, SUMMARY_OPTION,
                                         "pass an int (the id of a Spark accumulator)", minimum=0),
         landing=_landing_option(options),
+        split_ends=split_ends,
     )
 
 
@@ -234,7 +254,10 @@ class KafkaBoundedDataSource(DataSource):
     def schema(self) -> StructType:
         if LAND_FOLDER_OPTION in self.options:
             return REPORT_SCHEMA
-        return kafka_schema(_bool_option(self.options, "includeHeaders", True))
+        schema = kafka_schema(_bool_option(self.options, "includeHeaders", True))
+        if _bool_option(self.options, SPLIT_ENDS_OPTION, False):
+            schema = StructType([*schema.fields, SPLIT_END_FIELD])
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBoundedReader(self.options, schema)
@@ -255,6 +278,7 @@ class KafkaBoundedReader(DataSourceReader):
         self.on_data_loss = checked.on_data_loss
         self.poll_timeout = checked.poll_timeout
         self.schema = kafka_schema(self.include_headers) if self.landing else schema
+        self.split_ends = checked.split_ends
         accumulator_id = checked.lost_offsets_accumulator
         # Pickled with the reader: each task registers it and Spark sends its adds back.
         self.lost_offsets = (Accumulator(accumulator_id, {}, SplitLosses())
@@ -276,15 +300,18 @@ class KafkaBoundedReader(DataSourceReader):
             include_headers=self.include_headers,
             on_data_loss=self.on_data_loss,
             poll_timeout=self.poll_timeout,
-            arrow_schema=utc_arrow_schema(self.schema),
+            arrow_schema=utc_arrow_schema(StructType(
+                [f for f in self.schema.fields if f.name != SPLIT_END_COLUMN])),
             on_skip=(None if self.lost_offsets is None
                      else functools.partial(self._count_skipped, partition.split)),
         )
         if self.landing is not None:
             return self.landing.write(partition.split, partition.index, batches)
-        if self.summaries is None:
-            return batches
-        return counted(batches, partition.split, self.summaries)
+        if self.summaries is not None:
+            batches = counted(batches, partition.split, self.summaries)
+        if self.split_ends:
+            batches = with_split_end(batches, partition.split, utc_arrow_schema(self.schema))
+        return batches
 
     def _count_skipped(self, split: PartitionRange, skipped: int) -> None:
         assert self.lost_offsets is not None

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any, Literal
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
 
 from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.cluster import admin_client, readable_ranges
@@ -18,7 +19,10 @@ from airflow_provider_kafka_spark.offsets.config import (
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.options import ENGINES, Engine
-from airflow_provider_kafka_spark.spark.read.datasource import DEFAULT_POLL_TIMEOUT
+from airflow_provider_kafka_spark.spark.read.datasource import (
+    DEFAULT_POLL_TIMEOUT,
+    SPLIT_END_FIELD,
+)
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
 from airflow_provider_kafka_spark.spark.read.sources import spark_read
 from airflow_provider_kafka_spark.spark.read.splits import (
@@ -53,6 +57,7 @@ def read_kafka(
     summary: ReadSummary | None = None,
     landing: ParquetFolder | None = None,
     timeout: float = 30.0,
+    split_ends: bool = False,
 ) -> DataFrame:
     """A DataFrame of exactly the records in ``ranges``: offsets ``[start, stop)`` per partition.
 
@@ -95,6 +100,13 @@ def read_kafka(
             cluster's metadata, waits at most ``CONNECT_TIMEOUT_S`` (10 s) of it for some
             broker to answer (:func:`~airflow_provider_kafka_spark.offsets.cluster.
             reach_cluster`).
+        split_ends: for ``write_kafka``, which checks with them that each of its tasks got the
+            whole of its split (``ingest`` sets it when it writes the records as read into an
+            exactly-once ``KafkaSink``): add the column ``_kafka_spark_split_end``, null in
+            every record, and after each split's last record one end row whose other columns
+            are null (:mod:`~airflow_provider_kafka_spark.spark.split_ends`). ``write_kafka``
+            strips the end rows; anything else would see them as records. ``engine="python"``,
+            not with ``landing``.
 
     Empty ranges give an empty DataFrame with the schema, without contacting Kafka.
     Offsets already deleted when ``read_kafka`` is called are detected here on the driver;
@@ -140,6 +152,9 @@ def read_kafka(
     if landing is not None and (not isinstance(landing, ParquetFolder) or engine != "python"):
         raise ConfigurationError(f"landing={shown(landing)} needs a ParquetFolder and "
                                  "engine='python'.")
+    if not isinstance(split_ends, bool) or (split_ends and (engine != "python" or landing)):
+        raise ConfigurationError(f"split_ends={shown(split_ends)} is not valid; pass True (with "
+                                 "engine='python' and no landing) or False.")
     if summary is not None and not isinstance(summary, ReadSummary):
         raise ConfigurationError(f"summary={shown(summary)} is not a ReadSummary; pass a new "
                                  "ReadSummary() (or None).")
@@ -162,8 +177,9 @@ def read_kafka(
             lost._track(offset_ranges.lost, None)
         if summary is not None:
             summary._track((), None)
-        return spark.createDataFrame([], REPORT_SCHEMA if landing else
-                                     kafka_schema(include_headers))
+        schema = kafka_schema(include_headers)
+        return spark.createDataFrame([], REPORT_SCHEMA if landing else StructType(
+            [*schema.fields, SPLIT_END_FIELD]) if split_ends else schema)
     if offset_ranges.isolation_level != level:
         log.warning("The ranges were resolved with %s but are read with %s; a read_committed "
                     "read of read_uncommitted ranges can wait on open transactions.",
@@ -187,7 +203,7 @@ def read_kafka(
         spark, offset_ranges, settings, engine=engine, isolation_level=level,
         max_records_per_split=max_records_per_split, include_headers=include_headers,
         on_data_loss=on_data_loss, poll_timeout=poll_seconds, lost_offsets=during_read,
-        summaries=summaries, landing=landing)
+        summaries=summaries, landing=landing, split_ends=split_ends)
 
 
 def _check_session(spark: object) -> None:

@@ -57,6 +57,7 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     LAND_FOLDER_OPTION,
     LAND_S3_OPTION,
     LOST_OFFSETS_OPTION,
+    SPLIT_ENDS_OPTION,
     SUMMARY_OPTION,
     KafkaBoundedDataSource,
 )
@@ -87,6 +88,7 @@ def spark_read(
     lost_offsets: Accumulator[Any] | None,
     summaries: Accumulator[Any] | None,
     landing: ParquetFolder | None,
+    split_ends: bool = False,
 ) -> DataFrame:
     """The DataFrame of ``ranges`` by the ``engine``'s source, with the client ``settings``
     (the strings of :meth:`KafkaConfig.native()
@@ -95,8 +97,8 @@ def spark_read(
     :func:`~airflow_provider_kafka_spark.spark.read.reader.read_kafka` checked every argument
     and the ranges' starts against the cluster before. Each Spark task reads at most
     ``max_records_per_split`` offsets. Only ``kafka_bounded`` counts (``lost_offsets``: the
-    offsets skipped during the read; ``summaries``: each split's counts) and lands
-    (``landing``).
+    offsets skipped during the read; ``summaries``: each split's counts), lands
+    (``landing``) and marks each split's end (``split_ends``).
 
     Raises:
         ConfigurationError: ``engine="spark-kafka"`` and settings the Java client has no
@@ -119,6 +121,8 @@ def spark_read(
         options[LOST_OFFSETS_OPTION] = str(lost_offsets.aid)
     if summaries is not None:
         options[SUMMARY_OPTION] = str(summaries.aid)
+    if split_ends:
+        options[SPLIT_ENDS_OPTION] = "true"
     if landing is not None:
         options[LAND_FOLDER_OPTION] = landing.path
         options[LAND_COMPRESSION_OPTION] = landing.compression

@@ -24,6 +24,7 @@ from airflow_provider_kafka_spark.options import (
     DeliveryGuarantee,
     shown,
 )
+from airflow_provider_kafka_spark.spark.split_ends import SPLIT_END_COLUMN, SPLIT_END_DDL
 from airflow_provider_kafka_spark.spark.write.ledger import LedgerEntry
 
 if TYPE_CHECKING:
@@ -173,7 +174,8 @@ def check_metadata_timeout(metadata_timeout_s: float) -> float:
 
 def check_columns(df: object, topic: str | None, encoded: set[str]) -> DataFrame:
     """``df``, once it is a DataFrame without unknown, missing, mistyped or same-named columns
-    (``encoded`` columns, which a registry format encodes, may have any type)."""
+    (``encoded`` columns, which a registry format encodes, may have any type); besides the
+    :data:`ACCEPTED_COLUMNS`, the end rows' column of ``read_kafka(split_ends=True)``."""
     from pyspark.sql import DataFrame
     from pyspark.sql import types as T
 
@@ -192,6 +194,11 @@ def check_columns(df: object, topic: str | None, encoded: set[str]) -> DataFrame
             "select that made them). Nothing was written.")
     binary_or_string = (T.BinaryType, T.StringType)
     fields = {f.name: f.dataType for f in df.schema.fields}
+    ends = fields.pop(SPLIT_END_COLUMN, None)  # the readers' end rows, if read with them
+    if ends is not None and ends.simpleString() != SPLIT_END_DDL:
+        raise WriteConfigError(
+            f"column {SPLIT_END_COLUMN!r} has type {ends.simpleString()}; it holds the end rows "
+            f"of read_kafka(split_ends=True) ({SPLIT_END_DDL}): drop or rename the column.")
     unknown = sorted(set(fields) - set(ACCEPTED_COLUMNS))
     if unknown:
         raise WriteConfigError(

@@ -85,8 +85,11 @@ class TaskPlan:
     # ledger entry; None: not known (then the entry has none).
     digests: tuple[str | None, ...] | None = None
     # write_kafka's input_identity (its SHA-256), recorded in every ledger entry instead of
-    # digests; with no expected_rows each task checks that its input reached its end.
+    # digests.
     identity: str | None = None
+    # The input holds the readers' end rows (read_kafka(split_ends=True)): each task strips
+    # them and (exactly_once) checks before it commits that its input was whole.
+    split_ends: bool = False
     transaction_timeout_ms: int = 60000
     init_timeout_s: float = 60.0
     max_transaction_retries: int = 3
@@ -187,15 +190,17 @@ class ExactlyOnceWrite:
         check_transaction_timeout(admin, cluster, self.options.transaction_timeout_ms, seconds)
 
     def prepare(self, admin: AdminClient, num_partitions: int,
-                inputs: Sequence[TaskInput] | None = None) -> TaskPlan:
+                inputs: Sequence[TaskInput] | None = None, *,
+                split_ends: bool = False) -> TaskPlan:
         """Create/read the ledger, compare its entries with ``inputs``, lease the write's pool
         slot (unless every task is committed already), and return the tasks' plan.
 
         ``inputs`` (one :class:`TaskInput` per partition index; ``write_kafka``'s pre-pass
         computes them) are compared with the committed ledger entries and set the plan's
         ``expected_rows`` and ``digests``; without them nothing is compared and the caller
-        sets ``expected_rows``. With ``options.input_identity`` the entries' identities are
-        compared with it instead. The ledger is read from ``options.ledger_since`` minus
+        sets ``expected_rows`` (or the input holds the readers' end rows: ``split_ends``).
+        With ``options.input_identity`` the entries' identities are compared with it
+        instead. The ledger is read from ``options.ledger_since`` minus
         :data:`LEDGER_SINCE_MARGIN_S`, found by time, or from its start.
 
         Raises:
@@ -221,6 +226,7 @@ class ExactlyOnceWrite:
             digests=None if inputs is None else tuple(t.digest for t in inputs),
             identity=(None if o.input_identity is None
                       else input_identity_digest(o.input_identity)),
+            split_ends=split_ends,
             transaction_timeout_ms=o.transaction_timeout_ms,
             init_timeout_s=o.init_transactions_timeout_s,
             max_transaction_retries=o.max_transaction_retries,

@@ -105,6 +105,8 @@ def scan_input(df: DataFrame, topic: str | None, *, digest: bool) -> InputScan:
     if "headers" in columns:
         projected.append(F.exists(
             "headers", lambda h: h.isNull() | h["key"].isNull()).alias("null_header_key"))
+    if not projected:  # over no column the scanner counted no rows: give it one
+        projected.append(F.lit(True).alias("row"))
     with kafka_errors():
         rows = df.select(*projected).mapInArrow(_partition_scanner(topic), _SCAN_SCHEMA) \
             .collect()

@@ -4,17 +4,18 @@ Nothing here imports Spark: a task receives ``pyarrow.RecordBatch`` es and a
 :class:`~airflow_provider_kafka_spark.spark.write.plan.TaskPlan` built on the driver, so the
 same code runs in a Spark Python worker and in a plain process (the kill-point tests drive it
 both ways). ``none`` / ``at_least_once`` produce and flush; ``exactly_once`` runs the protocol
-of :mod:`~airflow_provider_kafka_spark.spark.write.transactions`.
+of :mod:`~airflow_provider_kafka_spark.spark.write.transactions`. An input that holds the
+readers' end rows (``plan.split_ends``) goes through
+:class:`~airflow_provider_kafka_spark.spark.split_ends.SplitEnds`: stripped, and with
+``exactly_once`` checked before the commit.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 import pyarrow as pa
@@ -27,6 +28,7 @@ from airflow_provider_kafka_spark.errors import (
     TransactionError,
 )
 from airflow_provider_kafka_spark.spark.native import BatchProducer
+from airflow_provider_kafka_spark.spark.split_ends import SplitEnds
 from airflow_provider_kafka_spark.spark.write.ledger import (
     LedgerEntry,
     TaskInput,
@@ -80,7 +82,8 @@ def write_partition(plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch
     config = plan.kafka_config.producer(plan.guarantee)
     producer = new_producer(config, plan.guarantee)
     try:
-        records, topics = produce_batches(producer, batches, plan.topic, index)
+        records, topics = produce_batches(
+            producer, SplitEnds(batches) if plan.split_ends else batches, plan.topic, index)
     except KafkaException as exc:
         raise DeliveryError(
             f"task {index}: could not produce a record: {exc.args[0].str()}. "
@@ -164,29 +167,6 @@ class ReplayableBatches:
 _MIXED = ("This task wrote nothing, but other tasks of this write may have committed theirs: "
           "the output may mix both inputs.")
 
-# The int a Spark JVM writes to a Python worker after a task's whole input (PySpark's
-# SpecialLengths.END_OF_STREAM); when the computation upstream fails it closes the stream
-# instead, which the worker's Arrow reader takes for the input's end.
-_END_OF_STREAM = (-4).to_bytes(4, "big", signed=True)
-
-
-def input_reached_end() -> bool | None:
-    """Whether the Spark JVM marked the end of this task's input after the Arrow batches the
-    task consumed: ``True`` when the next bytes of the worker's input stream are PySpark's
-    ``END_OF_STREAM`` (read without consuming them), ``False`` when the stream ended without
-    it (an upstream failure cut the input short), ``None`` outside a Spark Python worker.
-
-    Call it once the task's input iterator is exhausted. It reads the stream the worker's
-    ``main(infile, outfile)`` holds, found on the call stack (PySpark 4's worker).
-    """
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        stream = frame.f_locals.get("infile") if frame.f_code.co_name == "main" else None
-        if stream is not None and hasattr(stream, "peek"):
-            return bytes(stream.peek(4)[:4]) == _END_OF_STREAM
-        frame = frame.f_back
-    return None
-
 
 def _write_exactly_once(
     plan: TaskPlan, index: int, batches: Iterable[pa.RecordBatch]
@@ -226,22 +206,23 @@ def _write_exactly_once(
                  index, plan.write_id)
         return TaskOutcome(index, 0, True, entry.topics)
 
-    source = ReplayableBatches(batches, plan.retry_buffer_bytes)
+    ends = SplitEnds(batches) if plan.split_ends else None
+    source = ReplayableBatches(batches if ends is None else ends, plan.retry_buffer_bytes)
     attempt = 0
     while True:
         attempt += 1
         try:
             producer.begin_transaction()
             records, topics = produce_batches(producer, source, plan.topic, index)
-            if plan.expected_rows is None and plan.identity is not None \
-                    and input_reached_end() is not True:
+            if ends is not None:
+                ends.check(f"task {index} of write {plan.write_id!r}")
+            elif plan.expected_rows is None and plan.identity is not None:
                 raise InputTruncatedError(
-                    f"task {index} of write {plan.write_id!r} received {records} rows, but "
-                    "Spark did not mark the end of its input: a computation upstream of the "
-                    "writer in the same task failed (Spark then ends the writer's input early), "
-                    "or the task does not run in a Spark Python worker (write_kafka's "
-                    "input_identity needs one). The transaction is aborted; Spark's task retry "
-                    "or a re-run of the write writes the partition."
+                    f"task {index} of write {plan.write_id!r} received {records} rows and "
+                    "cannot tell whether that is its whole input: its plan has neither the "
+                    "rows of its partition (expected_rows) nor input with the readers' end "
+                    "rows (split_ends). The transaction is aborted; write with write_kafka, "
+                    "which sets one of them."
                 )
             if plan.expected_rows is not None and records != plan.expected_rows[index]:
                 raise InputTruncatedError(

@@ -26,6 +26,7 @@ from airflow_provider_kafka_spark.offsets.cluster import admin_client
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.options import REGISTRY_FORMATS, DeliveryGuarantee
 from airflow_provider_kafka_spark.spark.formats.encode import FieldCodec, encode_columns
+from airflow_provider_kafka_spark.spark.split_ends import SPLIT_END_COLUMN
 from airflow_provider_kafka_spark.spark.write.checks import (
     check_columns,
     check_guarantee,
@@ -108,6 +109,8 @@ def write_kafka(
     ``headers`` (array<struct<key string, value binary>>) and ``timestamp`` (timestamp).
     A keyed row without a partition goes where the Java producer and Spark's Kafka sink put
     it (``partitioner=murmur2_random``, unless ``kafka_config`` sets ``partitioner``).
+    The end rows of ``read_kafka(..., split_ends=True)`` (its column ``_kafka_spark_split_end``)
+    are never written: the tasks strip them.
 
     Schema Registry formats: with ``value_format`` (or ``key_format``) ``"avro"``,
     ``"protobuf"`` or ``"json_schema"``, the column holds rows (any type for Avro and JSON
@@ -165,11 +168,15 @@ def write_kafka(
         names (e.g. the offset ranges of a bounded Kafka read);
         the ledger records its SHA-256 instead of fingerprinting ``df``, a re-run of the same
         write id with another identity is refused (:class:`LedgerError`, nothing written), and
-        on a classic session ``df`` is evaluated once: no pre-pass, unless a row can be
-        refused (a ``topic`` or ``partition`` column, headers whose type admits a null key, a
-        registry encoding), and each task checks that Spark marked the end of its input
-        instead of comparing its rows with a pre-pass's count (else
-        :class:`InputTruncatedError`, the transaction aborted). A bad row still fails the
+        when ``df`` holds the end rows of ``read_kafka(..., split_ends=True)`` (``ingest``
+        into a ``KafkaSink`` of the records as read), on a classic session ``df`` is
+        evaluated once: no pre-pass, unless a row can be refused (a ``topic`` or
+        ``partition`` column, headers whose type admits a null key, a registry encoding), and
+        each task strips the end rows and checks by them that its input is whole instead of
+        comparing its rows with a pre-pass's count (else :class:`InputTruncatedError`, the
+        transaction aborted; see :mod:`~airflow_provider_kafka_spark.spark.split_ends`).
+        Without end rows the pre-pass counts the rows of each partition (with no
+        fingerprints). A bad row still fails the
         write before anything is visible, through that pre-pass: tasks commit independently,
         so a row refused inside one task would leave the others' rows committed.
         ``ledger_since`` (an aware datetime): no attempt of this
@@ -258,21 +265,24 @@ def _write(df: DataFrame, kafka_config: KafkaConfig, topic: str | None,
     if exactly_once is not None:
         exactly_once.check_cluster(admin, cluster, seconds)
     df, codecs = encoding.apply(df, topic)
+    split_ends = SPLIT_END_COLUMN in df.columns  # read_kafka(split_ends=True)'s end rows
     # The pre-pass: one aggregation over df finds every bad row before anything is written
     # (and, for exactly_once, counts and fingerprints the rows of each partition). Without a
     # row that can be refused it is only needed by exactly_once, and not with an
-    # input_identity when Spark can say the number of partitions without a job.
+    # input_identity when the tasks can tell a whole input by its end rows and Spark can say
+    # the number of partitions without a job.
     pinned = exactly_once is not None and exactly_once.options.input_identity is not None
-    planned = _planned_partitions(df) if pinned else None
+    planned = _planned_partitions(df) if pinned and split_ends else None
     scan = None
     if (exactly_once is not None and planned is None) or \
             rows_need_checking(df, topic, bool(codecs)):
-        scan = scan_input(df, topic, digest=exactly_once is not None and not pinned)
+        scan = scan_input(_records(df) if split_ends else df, topic,
+                          digest=exactly_once is not None and not pinned)
         check_rows(admin, scan, topic, cluster, kafka_config)
     if exactly_once is None:
         assert isinstance(delivery, str)
         outcomes = _run_tasks(df, TaskPlan(kafka_config=kafka_config, guarantee=delivery,
-                                           topic=topic))
+                                           topic=topic, split_ends=split_ends))
         return WriteResult(
             delivery_guarantee=delivery,
             write_id=None,
@@ -284,7 +294,8 @@ def _write(df: DataFrame, kafka_config: KafkaConfig, topic: str | None,
     assert num_partitions is not None
     with exactly_once:
         plan = exactly_once.prepare(admin, num_partitions,
-                                    scan.inputs() if scan is not None else None)
+                                    scan.inputs() if scan is not None else None,
+                                    split_ends=split_ends)
         outcomes = _run_tasks(df, plan) if plan.unfinished() else []
     written = {i: n for i, n, skipped, _ in outcomes if not skipped}
     topics = set(plan.committed_topics) | {t for *_, ts in outcomes for t in ts}
@@ -295,6 +306,13 @@ def _write(df: DataFrame, kafka_config: KafkaConfig, topic: str | None,
         skipped_tasks=tuple(sorted(set(range(num_partitions)) - set(written))),
         topics=tuple(sorted(topics)),
     )
+
+
+def _records(df: DataFrame) -> DataFrame:
+    """``df`` without the readers' end rows and their column."""
+    from pyspark.sql import functions as F
+
+    return df.where(F.col(SPLIT_END_COLUMN).isNull()).drop(SPLIT_END_COLUMN)
 
 
 def _planned_partitions(df: DataFrame) -> int | None:
