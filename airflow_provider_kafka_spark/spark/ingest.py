@@ -22,6 +22,10 @@ metrics and lineage):
    pass: per partition by the readers (:class:`ReadSummary`), the decode counts and the first
    corrupt record by ``DataFrame.observe``. Where they cannot be (Spark Connect,
    ``engine="spark-kafka"``, a transform that stops reading early), a second read counts them.
+   An exactly-once ``KafkaSink`` gets the records as read with each split's end marked by
+   the readers (its tasks check the mark before they commit: a split cut short by a failure
+   upstream is never committed); after a ``transform``, ``sql`` or ``decode`` there is no such
+   mark, and ``write_kafka`` counts each partition in a read of its own first.
    ``on_corrupt="fail"``: a sink whose write stays invisible until its commit
    (``stages_write``: files) fails after its write, before the commit; any other sink gets
    the check in a read of its own before the write. ``on_corrupt="dead_letter"`` caches the
