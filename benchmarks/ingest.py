@@ -333,6 +333,7 @@ def compare(case: str, sides: dict[str, Run], repeats: int, records: int) -> dic
             "wall_s": spread(wall[side]),
             "runs_wall_s": [round(s, 3) for s in wall[side]],
             "runs_cpu_s_per_million": [round(x, 3) for x in per_million],
+            "runs_cpu_s_by_kind": [{k: round(v, 2) for k, v in c.items()} for c in cpu[side]],
             "loadavg_1m_before_runs": load[side],
             "warmup": warmup[side],
         }
@@ -459,10 +460,19 @@ def case_s3(spark: Any, bootstrap: str, ranges: Any, committed: int, repeats: in
     from tools.s3_server import local_s3
 
     class TimedFileSink(FileSink):
-        """The file sink, timing its commit: the publish (the listing, the conditional PUT of
-        the manifest and the clean-up after it)."""
+        """The file sink, timing its prepare (the store's checks and the empty write through
+        S3A) and its commit: the publish (the listing, the conditional PUT of the manifest and
+        the clean-up after it)."""
 
+        prepare_s: float | None = None
         commit_s: float | None = None
+
+        def prepare(self, spark: Any, shaped: Any) -> None:
+            started = time.perf_counter()
+            try:
+                super().prepare(spark, shaped)
+            finally:
+                self.prepare_s = time.perf_counter() - started
 
         def commit(self, manifest: Any) -> None:
             started = time.perf_counter()
@@ -484,7 +494,7 @@ def case_s3(spark: Any, bootstrap: str, ranges: Any, committed: int, repeats: in
         endpoint.create_bucket(bucket)
         client, fs = endpoint.boto3_client(), endpoint.pyarrow_fs()
         settings = settings_of_spark(spark, bucket)
-        publish_s: list[float] = []
+        steps: dict[str, list[float]] = {"prepare_s": [], "publish_s": []}
         committers: set[str] = set()
 
         def ours(round_: int) -> tuple[float, dict[str, float]]:
@@ -494,8 +504,12 @@ def case_s3(spark: Any, bootstrap: str, ranges: Any, committed: int, repeats: in
             files = published_files(sink.path, settings)
             written = s3_rows(fs, bucket, [f.split("/", 3)[3] for f in files])
             assert written == committed, f"s3 ours: {written} rows, expected {committed}"
-            if round_ > 0 and sink.commit_s is not None:
-                publish_s.append(sink.commit_s)
+            if round_ > 0 and sink.commit_s is not None and sink.prepare_s is not None:
+                steps["prepare_s"].append(sink.prepare_s)
+                steps["publish_s"].append(sink.commit_s)
+            print(f"s3 round {round_} ours: prepare {sink.prepare_s or 0:.2f}s, publish "
+                  f"{sink.commit_s or 0:.2f}s, the rest (the readers' read, encode and upload, "
+                  "Spark's job) in between", flush=True)
             s3_delete(client, bucket, prefix)
             return result
 
@@ -516,7 +530,8 @@ def case_s3(spark: Any, bootstrap: str, ranges: Any, committed: int, repeats: in
             return result
 
         sides = compare("s3", {"ours": ours, "spark": theirs}, repeats, committed)
-        sides["ours"]["publish_s"] = spread(publish_s)
+        # ours' wall time by step: FileSink.prepare, the commit (publish), and the rest
+        sides["ours"]["steps_wall_s"] = {k: spread(v) for k, v in steps.items()}
         publish = publish_rerun(spark, config, ranges, committed, repeats, bucket, client, fs,
                                 settings, TimedFileSink)
     return {
@@ -982,6 +997,41 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def merge_refused(old: dict[str, Any], args: argparse.Namespace) -> str | None:
+    """Why this run's results cannot go into ``old`` (another slice or master), or None."""
+    for key, value in (("records", args.records), ("value_bytes", args.value_bytes),
+                       ("spark_master", args.master)):
+        if old.get(key) != value:
+            return (f"--merge: {args.out} holds {key}={old.get(key)!r}, this run {value!r}; "
+                    "run with the same settings or write another --out")
+    return None
+
+
+def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """``old`` with ``new``'s cases put in (replacing the same cases), the ratios of all cases
+    recomputed and each invocation's repeats and cases under ``runs``."""
+    cases = {**old["cases"], **new["cases"]}
+    runs = old.get("runs") or {",".join(old["cases_run"]): {
+        "repeats": old["repeats"], "cases_run": old["cases_run"]}}
+    runs = {k: v for k, v in runs.items()
+            if not set(v["cases_run"]) <= set(new["cases_run"])}  # replaced whole
+    runs[",".join(new["cases_run"])] = {"repeats": new["repeats"],
+                                        "cases_run": new["cases_run"]}
+    environment = {**old.get("environment", {}),
+                   **{k: v for k, v in new["environment"].items() if v is not None}}
+    return {
+        **old, **{k: v for k, v in new.items() if k.startswith(("ratio_", "rss_", "publish_"))
+                  and v is not None},
+        "cases_run": list(dict.fromkeys([*old["cases_run"], *new["cases_run"]])),
+        **ratios(cases),
+        "rss_ratio_10m_vs_1m": cases.get("rss", {}).get("rss_ratio_10m_vs_1m"),
+        "publish_s_ratio_10x": cases.get("s3", {}).get("publish", {}).get(
+            "publish_s_ratio_10x"),
+        "targets": new["targets"], "what": new["what"], "runs": runs, "cases": cases,
+        "environment": environment,
+    }
+
+
 def target_lines(result: dict[str, Any]) -> list[str]:
     lines = []
     for key, (speed, cost) in TARGETS.items():
@@ -1066,6 +1116,10 @@ def main() -> int:
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--bootstrap", help="bootstrap.servers of a running broker")
     parser.add_argument("--out", type=Path, default=RESULTS / "ingest.json")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the other cases of --out: put this run's cases into it (the "
+                             "ratios of all cases recomputed) and draw this run's chart as "
+                             "<out>_<cases>.png; the same --records, --value-bytes, --master")
     # the script's own subprocesses
     parser.add_argument("--peer", choices=("daft", "ray"), help=argparse.SUPPRESS)
     parser.add_argument("--tables-phase", help=argparse.SUPPRESS)
@@ -1083,6 +1137,8 @@ def main() -> int:
     from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars, spark_session
     from airflow_provider_kafka_spark.spark.native import librdkafka_version
     from tools.local_broker import local_broker
+    from tools.s3_jars import pyspark_hadoop_version
+    from tools.s3_server import VERSION as VERSITYGW
 
     cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     unknown = set(cases) - set(CASES)
@@ -1101,6 +1157,10 @@ def main() -> int:
         from tools.s3_jars import fetch_s3_jars
 
         jars = [*jars, *fetch_s3_jars()]
+    if args.merge and args.out.exists():
+        refused = merge_refused(json.loads(args.out.read_text()), args)
+        if refused:
+            parser.error(refused)
     with local_broker(args.bootstrap) as bootstrap, scratch_dir("main") as folder:
         config = {"bootstrap.servers": bootstrap}
         topics: list[str] = []
@@ -1192,11 +1252,17 @@ def main() -> int:
             .read_text().strip(),
             "peers": results.get("peers", {}).get("versions"),
             "tables": results.get("tables_versions"),
+            "s3_jars": (f"hadoop-aws {pyspark_hadoop_version()} + spark-hadoop-cloud "
+                        "(tools/s3_jars.py)" if "s3" in cases else None),
+            "s3_server": f"versitygw {VERSITYGW}" if "s3" in cases else None,
         },
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
+    chart(result, args.out.with_name(f"{args.out.stem}_{'_'.join(cases)}.png") if args.merge
+          else args.out.with_suffix(".png"))  # this run's cases and rounds
+    if args.merge and args.out.exists():
+        result = merged(json.loads(args.out.read_text()), result)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    chart(result, args.out.with_suffix(".png"))
     for case, found in result["cases"].items():
         for side, numbers in (found.get("sides", found).items() if case != "rss" else ()):
             print(f"{case:<8} {side:<6} {numbers['records_per_s']:>10,} records/s "
