@@ -215,15 +215,18 @@ def ingest(
         lost, summary = LostOffsets(), ReadSummary()
         folder = (_parquet_folder(sink) if engine == "python" and decoding is None
                   and transformation.is_identity() else None)
-        with report_progress(spark, offset_ranges, owner=owner, every=progress_every):
+        with report_progress(spark, offset_ranges, owner=owner,
+                             every=progress_every) as progress_to:
             if folder is not None:  # the readers write the files themselves
                 with kafka_errors():
-                    landing = land_kafka(read(lost=lost, landing=folder))
+                    landing = land_kafka(read(lost=lost, landing=folder,
+                                              progress_to=progress_to))
                 assert isinstance(sink, ParquetFilesSink)
                 output = sink.adopt(landing.files())
                 summaries: list[PartitionSummary] | None = landing.summaries()
             else:
-                records = read(lost=lost, summary=summary, split_ends=split_ends)
+                records = read(lost=lost, summary=summary, split_ends=split_ends,
+                               progress_to=progress_to)
                 good, dead_letters = records, None
                 if decoding:
                     decoded = _Decoded(decoding(records), on_corrupt, owner)

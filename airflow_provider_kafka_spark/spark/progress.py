@@ -4,15 +4,19 @@ the logger ``airflow_provider_kafka_spark.spark.ingest``, which an Airflow task'
 
 Where the numbers come from (measured with PySpark 4.3 on a local session):
 
+* The readers themselves (``engine="python"``, classic session): while a task runs, its reader
+  sends the records it has read of its split, at most every :data:`REPORT_EVERY_S` seconds,
+  in a UDP datagram to the driver (:class:`SplitReports`, an address the read is given): the
+  count moves within a split, at the cost of one small datagram a second per task. A lost
+  datagram only delays the count.
 * Classic session: the jobs started inside the block carry a job tag; a thread reads their
   stages from Spark's status store (the store the UI and its REST API show; it is there with
   ``spark.ui.enabled=false`` too). ``inputRecords`` of the package's Python data source
   (``engine="python"``) grows only when a task ends: a running task reports 0 even with
-  1-second executor heartbeats. So the count moves one split at a time; read with more splits
-  (``max_records_per_split``) for finer steps. A landing read (the file sink's Parquet written
-  by the readers themselves) returns one row per split, so there the count is the finished
-  tasks' share of the slice (the tasks of the stages that read); this share is also the
-  floor of the count elsewhere.
+  1-second executor heartbeats. A landing read (the file sink's Parquet written by the readers
+  themselves) returns one row per split, so there the count is the finished tasks' share of
+  the slice (the tasks of the stages that read); this share is also the floor of the count
+  elsewhere.
 * Spark Connect: no status store; Spark Connect's progress handler reports each stage's
   finished and total tasks, so the count is the finished tasks' share of the slice.
 * Nothing readable (an error asking Spark): the line says how long the write has run.
@@ -22,11 +26,13 @@ Progress reporting never fails the ingest: a failure to ask Spark is logged at d
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +46,9 @@ __all__ = ["report_progress"]
 log = logging.getLogger("airflow_provider_kafka_spark.spark.ingest")
 
 _JOIN_TIMEOUT = 30.0
+
+REPORT_EVERY_S = 0.5
+"""How often a running reader reports its count (at most)."""
 
 
 @dataclass(frozen=True)
@@ -62,7 +71,7 @@ class Progress:
 
 @contextmanager
 def report_progress(spark: SparkSession, ranges: OffsetRanges, *, owner: str,
-                    every: float | None = 30.0) -> Iterator[None]:
+                    every: float | None = 30.0) -> Iterator[str | None]:
     """Log, every ``every`` seconds while the block runs, how far the Spark jobs started inside
     it are with ``ranges``: ``<owner>: 1,234,567 of at most 2,000,000 records read (62%),
     410,000 records/s, about 2 s left; Spark UI: http://host:4040`` (the UI part only when
@@ -70,19 +79,82 @@ def report_progress(spark: SparkSession, ranges: OffsetRanges, *, owner: str,
     transaction markers or aborted records leave gaps. A block shorter than ``every`` logs
     nothing. ``every`` None or 0: nothing at all.
 
+    Yields the address the readers report their counts to while they run (``read_kafka``'s
+    ``progress_to``), or None (no reporting, or a Spark Connect session, whose executors may
+    not reach this process).
+
     The jobs are the ones the calling thread starts (a job tag, removed on exit). The
     reporting thread is stopped and joined on exit, also on an exception, which passes
     through unchanged.
     """
     if not every:
-        yield
+        yield None
         return
     reporter = _Reporter(spark, ranges, owner, float(every))
     reporter.start()
     try:
-        yield
+        yield reporter.reports.address if reporter.reports is not None else None
     finally:
         reporter.stop()
+
+
+class SplitReports:
+    """A UDP socket on the driver where readers report, while their tasks run, the records
+    they have read of their split (:func:`reported`); :meth:`total` sums the latest of each."""
+
+    def __init__(self, host: str) -> None:
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._socket.bind((host, 0))
+        self._socket.settimeout(0.2)
+        self.address = f"{host}:{self._socket.getsockname()[1]}"
+        self._counts: dict[str, int] = {}
+        self._closing = threading.Event()
+        self._thread = threading.Thread(target=self._receive, name="split-reports", daemon=True)
+        self._thread.start()
+
+    def _receive(self) -> None:
+        while not self._closing.is_set():
+            try:
+                data = self._socket.recv(512)
+            except OSError:  # the timeout (to look at _closing), or the socket closed
+                continue
+            split, _, count = data.decode("ascii", "replace").rpartition(" ")
+            if split and count.isdigit():
+                self._counts[split] = max(self._counts.get(split, 0), int(count))
+
+    def total(self) -> int:
+        """The records the readers reported so far."""
+        return sum(self._counts.values())
+
+    def close(self) -> None:
+        self._closing.set()
+        self._thread.join(_JOIN_TIMEOUT)
+        self._socket.close()
+
+
+def reported(batches: Iterable[Any], address: str, split: str) -> Iterator[Any]:
+    """``batches`` (Arrow record batches of the split ``split``), passed through unchanged;
+    every :data:`REPORT_EVERY_S` seconds, and at the end, their rows so far are sent to
+    ``address`` (``host:port`` of a :class:`SplitReports`). Sending never fails the read."""
+    host, _, port = address.rpartition(":")
+    target = (host, int(port))
+    sender = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    rows, last = 0, time.monotonic()
+
+    def send() -> None:
+        with contextlib.suppress(OSError):  # progress is never worth failing a read
+            sender.sendto(f"{split} {rows}".encode("ascii", "replace"), target)
+
+    try:
+        for batch in batches:
+            rows += batch.num_rows
+            if time.monotonic() - last >= REPORT_EVERY_S:
+                send()
+                last = time.monotonic()
+            yield batch
+        send()
+    finally:
+        sender.close()
 
 
 class _Reporter:
@@ -97,10 +169,14 @@ class _Reporter:
         self.stopping = threading.Event()
         self.began = time.monotonic()
         self.highest = 0
+        self.reports: SplitReports | None = None
         self.thread = threading.Thread(target=self._run, name=f"progress-{owner}", daemon=True)
         try:
             context = getattr(spark, "_sc", None)  # None on Spark Connect
             self.source = _Classic(context, self.tag) if context is not None else _Connect(spark)
+            if context is not None:
+                self.reports = SplitReports(context.getConf().get("spark.driver.host",
+                                                                  "127.0.0.1"))
         except Exception as error:  # noqa: BLE001  # progress is never worth failing an ingest
             log.debug("%s: no progress from Spark (%s: %s)", owner, type(error).__name__, error)
 
@@ -111,6 +187,8 @@ class _Reporter:
     def stop(self) -> None:
         self.stopping.set()
         self.thread.join(_JOIN_TIMEOUT)
+        if self.reports is not None:
+            self.reports.close()
         if self.source is not None:
             try:
                 self.source.close()
@@ -140,6 +218,8 @@ class _Reporter:
                 log.debug("%s: Spark's progress is unreadable (%s: %s)", self.owner,
                           type(error).__name__, error)
         where = f"; Spark UI: {ui}" if ui else ""
+        if self.reports is not None and self.reports.total():
+            progress = [*(progress or []), Progress(records=self.reports.total())]
         if progress is None:
             return (f"{self.owner}: still writing after {_duration(elapsed)}, of at most "
                     f"{self.size:,} records; progress unknown{where}")

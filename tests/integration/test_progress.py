@@ -68,6 +68,36 @@ class TestWithSpark:
         assert not any(t.startswith("kafka-spark-progress-")
                        for t in spark.sparkContext.getJobTags())
 
+    def test_the_readers_counts_move_while_their_task_runs(
+            self, spark: Any, kafka_config: dict[str, Any], new_topic: Any, tmp_path: Path,
+            caplog: pytest.LogCaptureFixture) -> None:
+        caplog.set_level(logging.INFO, LOGGER)
+        topic = new_topic(partitions=1)
+        ms = int(time.time() * 1000)
+        produce(kafka_config, topic, [(0, None, b"v%d" % i, ms) for i in range(60_000)])
+        ranges = OffsetRanges((PartitionRange(topic, 0, 0, 60_000),))
+        released = tmp_path / "released"  # when the task let its last batch go
+
+        def per_batch(batches: Iterator[Any]) -> Iterator[Any]:  # 1 s a batch downstream
+            for batch in batches:
+                time.sleep(1.0)
+                yield batch
+            released.write_text(repr(time.time()))
+
+        with report_progress(spark, ranges, owner="one_split", every=0.25) as progress_to:
+            assert progress_to is not None
+            records = read_kafka(spark, ranges, kafka_config, progress_to=progress_to)
+            records.mapInArrow(per_batch, records.schema).write.parquet(str(tmp_path / "o"))
+
+        ended = float(released.read_text())
+        found = [(r.created, LINE.fullmatch(r.getMessage())) for r in caplog.records
+                 if r.name == LOGGER and r.getMessage().startswith("one_split:")]
+        counts = [(at, int(m["read"].replace(",", ""))) for at, m in found if m]
+        assert [c for _, c in counts] == sorted(c for _, c in counts), counts
+        # One split, one task: Spark counts its records when the task ends; the reader's
+        # reports show them while the task still runs.
+        assert any(c > 0 and at < ended for at, c in counts), (ended, counts)
+
     def test_a_short_write_logs_nothing(self, spark: Any, kafka_config: dict[str, Any],
                                         slice_1200: OffsetRanges, tmp_path: Path,
                                         caplog: pytest.LogCaptureFixture) -> None:

@@ -74,6 +74,7 @@ from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionR
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.spark.native import SliceReader
+from airflow_provider_kafka_spark.spark.progress import reported
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
 from airflow_provider_kafka_spark.spark.read.splits import plan_splits
 from airflow_provider_kafka_spark.spark.read.summary import (
@@ -92,6 +93,9 @@ SUMMARY_OPTION = "summaryAccumulator"
 LAND_FOLDER_OPTION = "landFolder"
 LAND_COMPRESSION_OPTION = "landCompression"
 SPLIT_ENDS_OPTION = "splitEnds"
+PROGRESS_OPTION = "progressTo"
+"""``host:port`` where each reader reports its records read while its task runs
+(:func:`~airflow_provider_kafka_spark.spark.progress.reported`)."""
 LAND_S3_OPTION = "landS3Secret"
 """The S3 settings of an ``s3://`` landing folder (JSON, keys included): named with ``Secret``
 so that Spark redacts its value wherever it shows a plan's options."""
@@ -145,6 +149,7 @@ class ReadOptions:
     summary_accumulator: int | None = None
     landing: ParquetFolder | None = None
     split_ends: bool = False
+    progress_to: str | None = None
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -187,6 +192,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
                                         "pass an int (the id of a Spark accumulator)", minimum=0),
         landing=_landing_option(options),
         split_ends=split_ends,
+        progress_to=options.get(PROGRESS_OPTION) or None,
     )
 
 
@@ -279,6 +285,7 @@ class KafkaBoundedReader(DataSourceReader):
         self.poll_timeout = checked.poll_timeout
         self.schema = kafka_schema(self.include_headers) if self.landing else schema
         self.split_ends = checked.split_ends
+        self.progress_to = checked.progress_to
         accumulator_id = checked.lost_offsets_accumulator
         # Pickled with the reader: each task registers it and Spark sends its adds back.
         self.lost_offsets = (Accumulator(accumulator_id, {}, SplitLosses())
@@ -305,6 +312,10 @@ class KafkaBoundedReader(DataSourceReader):
             on_skip=(None if self.lost_offsets is None
                      else functools.partial(self._count_skipped, partition.split)),
         )
+        if self.progress_to is not None:
+            split = partition.split
+            batches = reported(batches, self.progress_to,
+                               f"{split.topic}/{split.partition}/{split.start}")
         if self.landing is not None:
             return self.landing.write(partition.split, partition.index, batches)
         if self.summaries is not None:

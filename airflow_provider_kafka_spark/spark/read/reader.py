@@ -58,6 +58,7 @@ def read_kafka(
     landing: ParquetFolder | None = None,
     timeout: float = 30.0,
     split_ends: bool = False,
+    progress_to: str | None = None,
 ) -> DataFrame:
     """A DataFrame of exactly the records in ``ranges``: offsets ``[start, stop)`` per partition.
 
@@ -107,6 +108,9 @@ def read_kafka(
             are null (:mod:`~airflow_provider_kafka_spark.spark.split_ends`). ``write_kafka``
             strips the end rows; anything else would see them as records. ``engine="python"``,
             not with ``landing``.
+        progress_to: ``host:port`` where each reader reports its records read while its task
+            runs (``ingest``'s progress lines give it: a ``SplitReports`` of
+            :mod:`~airflow_provider_kafka_spark.spark.progress`); ``engine="python"``.
 
     Empty ranges give an empty DataFrame with the schema, without contacting Kafka.
     Offsets already deleted when ``read_kafka`` is called are detected here on the driver;
@@ -155,6 +159,9 @@ def read_kafka(
     if not isinstance(split_ends, bool) or (split_ends and (engine != "python" or landing)):
         raise ConfigurationError(f"split_ends={shown(split_ends)} is not valid; pass True (with "
                                  "engine='python' and no landing) or False.")
+    if progress_to is not None and (not isinstance(progress_to, str) or ":" not in progress_to):
+        raise ConfigurationError(f"progress_to={shown(progress_to)} is not valid; pass "
+                                 "'host:port' (or None).")
     if summary is not None and not isinstance(summary, ReadSummary):
         raise ConfigurationError(f"summary={shown(summary)} is not a ReadSummary; pass a new "
                                  "ReadSummary() (or None).")
@@ -203,7 +210,8 @@ def read_kafka(
         spark, offset_ranges, settings, engine=engine, isolation_level=level,
         max_records_per_split=max_records_per_split, include_headers=include_headers,
         on_data_loss=on_data_loss, poll_timeout=poll_seconds, lost_offsets=during_read,
-        summaries=summaries, landing=landing, split_ends=split_ends)
+        summaries=summaries, landing=landing, split_ends=split_ends,
+        progress_to=progress_to if engine == "python" else None)
 
 
 def _check_session(spark: object) -> None:

@@ -57,6 +57,7 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     LAND_FOLDER_OPTION,
     LAND_S3_OPTION,
     LOST_OFFSETS_OPTION,
+    PROGRESS_OPTION,
     SPLIT_ENDS_OPTION,
     SUMMARY_OPTION,
     KafkaBoundedDataSource,
@@ -89,6 +90,7 @@ def spark_read(
     summaries: Accumulator[Any] | None,
     landing: ParquetFolder | None,
     split_ends: bool = False,
+    progress_to: str | None = None,
 ) -> DataFrame:
     """The DataFrame of ``ranges`` by the ``engine``'s source, with the client ``settings``
     (the strings of :meth:`KafkaConfig.native()
@@ -123,6 +125,8 @@ def spark_read(
         options[SUMMARY_OPTION] = str(summaries.aid)
     if split_ends:
         options[SPLIT_ENDS_OPTION] = "true"
+    if progress_to:
+        options[PROGRESS_OPTION] = progress_to
     if landing is not None:
         options[LAND_FOLDER_OPTION] = landing.path
         options[LAND_COMPRESSION_OPTION] = landing.compression
