@@ -16,14 +16,17 @@ The kill points and the concurrent commits on S3 are the tier's own tests, param
 from __future__ import annotations
 
 import time
+import uuid
 from collections import Counter
 from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_spark.errors import ConfigurationError, TableError
 from airflow_provider_kafka_spark.naming import dataset_of_path
 from tests.tables.cases import UPPER_SQL, create, expected, ranges_of, reader, run_ingest
 from tools.kafka_records import produce
+from tools.local_broker import free_port
 from tools.table_killpoint import TableFiles
 
 pytestmark = [pytest.mark.tables, pytest.mark.spark, pytest.mark.integration]
@@ -34,8 +37,6 @@ NOW = int(time.time() * 1000)
 @pytest.fixture(scope="module")
 def topic(kafka_config: dict[str, Any]) -> Any:
     """A 3-partition topic holding 20 records per partition (offsets 0..19)."""
-    import uuid
-
     from confluent_kafka.admin import AdminClient
 
     from tests.support.topics import create_topic
@@ -110,8 +111,6 @@ def test_delta_on_spark_commits_to_s3_through_its_single_driver_log_store(
     later replaces the earlier's commit. S3A can create conditionally (HADOOP-19256: the
     ``fs.option.create.conditional.overwrite`` option, an ``If-None-Match`` PUT, which the S3
     server honours), but no log store of Delta 4.4 asks for it."""
-    import uuid
-
     jvm = table_spark.sparkContext._jvm
     hadoop = table_spark.sparkContext._jsc.hadoopConfiguration()
     path = f"{warehouses.s3}/delta_{uuid.uuid4().hex[:10]}"
@@ -153,3 +152,47 @@ def test_delta_on_spark_commits_to_s3_through_its_single_driver_log_store(
     [lost] = put("00000000000000000002.json", conditional=True)
     assert "RemoteFileChangedException" in lost or "412" in lost, lost
     assert content("00000000000000000002.json") == b'{"writer":0}\n'
+
+
+UNREACHABLE = {"bootstrap.servers": "127.0.0.1:1", "socket.timeout.ms": 1000}
+"""A Kafka config nothing answers at: an error before the read is the sink's, not Kafka's."""
+
+
+@pytest.mark.parametrize(("case", "error", "message"), [
+    ("no bucket", ConfigurationError, "the store refused to read the table .*: the bucket does "
+                                      "not exist"),
+    ("wrong secret", ConfigurationError, "the store refused to read the table .*: access is "
+                                         "denied"),
+    ("no answer", TableError, "could not read the table .*: the store did not answer.*a retry "
+                              "may succeed"),
+], ids=["no-bucket", "wrong-secret", "no-answer"])
+def test_a_store_that_refuses_or_does_not_answer_fails_the_sink_before_the_read(
+        table_spark: Any, s3_lake: Any, case: str, error: type, message: str) -> None:
+    """The store's answer decides whether a retry can help: a missing bucket or wrong keys end
+    the task (ConfigurationError), an endpoint that does not answer is retried (TableError);
+    neither is "no Delta table there". Each case is a new bucket, set per bucket as S3A reads
+    it (its file system is made on first use)."""
+    from airflow_provider_kafka_spark.sinks import DeltaSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    bucket = f"t-{case.replace(' ', '-')}-{uuid.uuid4().hex[:8]}"
+    hadoop = table_spark.sparkContext._jsc.hadoopConfiguration()
+    settings = {}
+    if case == "wrong secret":
+        s3_lake.endpoint.create_bucket(bucket)
+        settings = {"secret.key": "not-the-secret"}
+    elif case == "no answer":  # a port nothing listens on; S3A tries once
+        settings = {"endpoint": f"http://127.0.0.1:{free_port()}", "attempts.maximum": "1",
+                    "retry.limit": "1", "connection.establish.timeout": "1s"}
+    for key, value in settings.items():
+        hadoop.set(f"fs.s3a.bucket.{bucket}.{key}", value)
+    try:
+        sink = DeltaSink(f"s3a://{bucket}/orders", application="app", run="r")
+        with pytest.raises(error, match=message) as failed:
+            ingest(table_spark, ranges_of("orders", {0: (0, 5)}), UNREACHABLE, sink,
+                   sql="SELECT CAST(value AS STRING) AS value FROM kafka")
+        assert failed.value.retryable is (error is TableError)
+        assert "not-the-secret" not in str(failed.value)
+    finally:
+        for key in settings:
+            hadoop.unset(f"fs.s3a.bucket.{bucket}.{key}")

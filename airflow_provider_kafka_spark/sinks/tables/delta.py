@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, TableRuntimeError, error_line
 from airflow_provider_kafka_spark.sinks.tables.commits import PREFIX, WRITE_COLUMN, CommitRecord
-from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described
+from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described, store_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -123,6 +123,9 @@ class DeltaSink(TableSink):
                     f"DeltaSink: the session cannot load Delta's classes: put "
                     f"{runtime_artifact(spark.version)} on the classpath. Nothing was read or "
                     "written.") from exc
+            failure = store_failure("DeltaSink", f"read the table {self.table}", exc)
+            if failure is not None:  # the store's doing, not a missing table
+                raise failure from exc
             where = "at the path" if is_path(self.table) else "named"
             raise ConfigurationError(
                 f"DeltaSink: there is no Delta table {where} {self.table!r} "

@@ -16,9 +16,14 @@ import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_provider_kafka_spark.errors import ConfigurationError, TableRuntimeError, error_line
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    TableError,
+    TableRuntimeError,
+    error_line,
+)
 from airflow_provider_kafka_spark.sinks.tables.commits import WRITE_COLUMN, CommitRecord
-from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described
+from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described, store_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -74,6 +79,9 @@ class IcebergSink(TableSink):
                     f"IcebergSink: the catalog {catalog!r} names an Iceberg class the session "
                     f"cannot load: put {runtime_artifact(spark.version)} on the classpath "
                     "(spark.jars or spark.jars.packages). Nothing was read or written.") from exc
+            failure = store_failure("IcebergSink", f"list the catalog {catalog!r}", exc)
+            if isinstance(failure, TableError):  # its database did not answer: not a setting
+                raise failure from exc
             raise ConfigurationError(
                 f"IcebergSink: the catalog {catalog!r} cannot be listed: {error_line(exc)}. "
                 "Check its spark.sql.catalog.* settings. Nothing was read or written.") from exc
@@ -108,12 +116,19 @@ class IcebergSink(TableSink):
         Raises:
             ConfigurationError: the table does not exist or is not an Iceberg table.
         """
-        if not spark.catalog.tableExists(self.table):
+        try:  # loading the table reads its metadata file (from S3, for a warehouse there)
+            exists = spark.catalog.tableExists(self.table)
+            details = described(spark, self.table) if exists else {}
+        except Exception as exc:
+            failure = store_failure("IcebergSink", f"read the table {self.table}", exc)
+            if failure is not None:
+                raise failure from exc
+            raise
+        if not exists:
             raise ConfigurationError(
                 f"IcebergSink: the table {self.table} does not exist. Create it first (CREATE "
                 f"TABLE {self.table} (...) USING iceberg [PARTITIONED BY (...)]); the sink adds "
                 f"its column {WRITE_COLUMN} itself. Nothing was read or written.")
-        details = described(spark, self.table)
         self._location = details.get("Location") or None
         provider = details.get("Provider", "").lower()
         if provider and provider != "iceberg":

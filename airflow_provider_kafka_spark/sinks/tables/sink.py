@@ -217,6 +217,10 @@ class TableSink(Sink):
                 self.ensure_write_column(spark, schema)
                 break
             except Exception as exc:
+                refused = store_failure(type(self).__name__, f"add the column {WRITE_COLUMN} to "
+                                        f"{self.table}", exc)
+                if isinstance(refused, ConfigurationError):
+                    raise refused from exc
                 if attempt == 3:
                     raise TableError(
                         f"{type(self).__name__}: could not add the column {WRITE_COLUMN} to "
@@ -272,6 +276,11 @@ class TableSink(Sink):
                 if not self.is_conflict(exc) or attempt == self.max_commit_attempts:
                     if isinstance(exc, KafkaSparkError):
                         raise
+                    refused = store_failure(
+                        type(self).__name__, f"commit run {self.run!r} to {self.table}", exc,
+                        after="The table is as it was.")
+                    if isinstance(refused, ConfigurationError):
+                        raise refused from exc
                     raise TableError(
                         f"{type(self).__name__}: the commit of run {self.run!r} to {self.table} "
                         f"failed (attempt {attempt} of {self.max_commit_attempts}): "
@@ -374,6 +383,46 @@ def _in_table_order(df: DataFrame, schema: StructType | None) -> DataFrame:
         placed += [F.col(f"`{c}`") for c in df.columns
                    if c.lower() not in {n.lower() for n in names}]
     return df.select(*placed)
+
+
+_REFUSED = {
+    "AccessDeniedException": "access is denied (or the credentials are wrong)",
+    "Status Code: 403": "access is denied (or the credentials are wrong)",
+    "InvalidAccessKeyId": "the access key is not known to the store",
+    "SignatureDoesNotMatch": "the secret key is wrong",
+    "UnknownStoreException": "the bucket does not exist",
+    "NoSuchBucket": "the bucket does not exist",
+}
+"""What a table's store (S3 through S3A) answers when a retry cannot help, by a mark in the
+Java exception's text (its class, or the S3 error code S3A quotes), and what it means."""
+
+_UNREACHABLE = ("java.net.ConnectException", "java.net.UnknownHostException",
+                "java.net.SocketTimeoutException", "ConnectTimeoutException",
+                "Unable to execute HTTP request", "Status Code: 500", "Status Code: 503",
+                "SlowDown", "ServiceUnavailable")
+"""Marks of a store (or a catalog's database) that did not answer, or failed on its side."""
+
+
+def store_failure(owner: str, doing: str, exc: BaseException, *,
+                  after: str = "Nothing was read or written.") -> KafkaSparkError | None:
+    """What ``exc``, raised while trying to ``doing`` (e.g. ``read the table s3a://b/t``), means
+    when the table's store or catalog is at fault: a :class:`ConfigurationError` when a retry
+    cannot help (access denied, wrong keys, a missing bucket), a :class:`TableError` when it may
+    (the endpoint or the catalog's database did not answer, a server error); None for anything
+    else (e.g. no table there), which the caller decides. ``after`` says what state things are
+    in. The store's message is quoted; S3A's never holds a secret."""
+    text = str(exc)
+    for mark, meaning in _REFUSED.items():
+        if mark in text:
+            return ConfigurationError(
+                f"{owner}: the store refused to {doing}: {meaning} ({error_line(exc, 300)}). "
+                "Check the bucket, the credentials and their permissions (the session's "
+                f"fs.s3a.* settings, per bucket as S3A reads them), then run again. {after}")
+    if any(mark in text for mark in _UNREACHABLE):
+        return TableError(
+            f"{owner}: could not {doing}: the store did not answer ({error_line(exc, 300)}). "
+            f"Check the endpoint and that the store is up; a retry may succeed. {after}")
+    return None
 
 
 def described(spark: SparkSession, identifier: str) -> dict[str, str]:
