@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -145,11 +146,19 @@ class S3Settings:
 
     def client(self) -> Any:
         """A boto3 S3 client with these settings (timeouts :data:`CONNECT_TIMEOUT_S`,
-        :data:`READ_TIMEOUT_S`, :data:`ATTEMPTS` attempts).
+        :data:`READ_TIMEOUT_S`, :data:`ATTEMPTS` attempts), one per process and settings
+        (a new client costs about 0.1 CPU-s, mostly botocore reading its service model;
+        boto3's clients are thread-safe).
 
         Raises:
             ConfigurationError: boto3 is not installed (the ``s3`` extra).
         """
+        with _CLIENTS_LOCK:
+            if self not in _CLIENTS:
+                _CLIENTS[self] = self._new_client()
+            return _CLIENTS[self]
+
+    def _new_client(self) -> Any:
         try:
             import boto3
             from botocore.config import Config
@@ -182,6 +191,10 @@ class S3Settings:
             parts = urlsplit(endpoint)
             options.update(endpoint_override=parts.netloc, scheme=parts.scheme)
         return fs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
+
+
+_CLIENTS: dict[S3Settings, Any] = {}
+_CLIENTS_LOCK = threading.Lock()
 
 
 def _default_region() -> str:
