@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.deployed import SMALL_SPARK_JOBS, AirflowApi
+from tests.support.deployed import TEST_STACK_ENV, AirflowApi
 from tools.airflow_stack import airflow_stack
 from tools.local_broker import free_port
 
@@ -24,6 +24,6 @@ def airflow(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     bundle, looked at every 2 s)."""
     run_dir = tmp_path_factory.mktemp("airflow-local")
     with airflow_stack(run_dir, port=free_port(), bootstrap=kafka_bootstrap,
-                       extra_env=SMALL_SPARK_JOBS, db="postgres",
+                       extra_env=TEST_STACK_ENV, db="postgres",
                        extra_dags=run_dir / "extra-dags") as stack:
         yield AirflowApi(stack)

@@ -34,7 +34,7 @@ from tests.support.backfill import (
     records_by_hour,
     run_ranges,
 )
-from tests.support.deployed import SMALL_SPARK_JOBS, AirflowApi
+from tests.support.deployed import TEST_STACK_ENV, AirflowApi
 from tests.tables.cases import Table, create
 from tools.airflow_stack import ROOT, airflow_stack
 from tools.local_broker import free_port
@@ -56,7 +56,7 @@ def table_airflow(kafka_bootstrap: str, warehouses: Any,
     """The real Airflow of this module, running ``tests/tables/dags``; stopped at the end."""
     spark_conf = {**table_conf(warehouses.lake),
                   "spark.jars": ",".join(str(jar) for jar in fetch_table_jars())}
-    env = {**SMALL_SPARK_JOBS, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+    env = {**TEST_STACK_ENV, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
            "KAFKA_SPARK_TEST_SPARK_CONF": json.dumps(spark_conf)}
     with airflow_stack(tmp_path_factory.mktemp("airflow-tables"), port=free_port(),
                        bootstrap=kafka_bootstrap, extra_env=env, dags=(DAG_ID,)) as stack:
