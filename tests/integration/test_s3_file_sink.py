@@ -238,3 +238,26 @@ def test_a_denied_write_fails_before_anything_is_read(
     with pytest.raises(ConfigurationError, match=r"S3 refused to write .*access is denied"):
         sink.prepare(spark, spark.createDataFrame([], "v string"))
     assert keys(s3_endpoint, s3_bucket) == []
+
+
+def test_the_sinks_s3_settings_reach_a_store_the_sessions_settings_do_not(
+        spark: Any, kafka_config: dict[str, Any], hour: tuple[str, list[tuple[int, bytes]]],
+        tmp_path: Any) -> None:
+    """``FileSink(s3=...)`` names another S3 endpoint than the session's ``fs.s3a.*`` (which
+    point at ``s3_endpoint``): Spark's writer (the empty write of ``prepare``) reaches the
+    bucket there too, not a bucket of that name on the session's endpoint."""
+    import uuid
+
+    from tools.s3_server import local_s3
+
+    topic, records = hour
+    with local_s3(tmp_path / "other") as other:
+        bucket = f"o-{uuid.uuid4().hex[:12]}"
+        other.create_bucket(bucket)
+        path = f"s3a://{bucket}/out"
+        ingest(spark, ranges_of(kafka_config, topic), kafka_config,
+               FileSink(path, s3=settings_of(other)))
+        files = published_files(path, settings_of(other))
+        assert values(spark, files) == Counter(records)
+        assert keys(other, bucket, "out/") == sorted(
+            [f"out/{MANIFEST_NAME}"] + [f"out/{f.rsplit('/', 1)[1]}" for f in files])

@@ -291,7 +291,11 @@ class FileSink(Sink):
 
     def _hadoop_files(self, spark: SparkSession) -> HadoopFiles:
         """The Hadoop file system of ``path`` in the driver's JVM; the format is looked up
-        first (no job, no file touched)."""
+        first (no job, no file touched). The file system gets the session's Hadoop
+        configuration, the one Spark's writer uses (``spark.hadoop.*`` and what was set on the
+        session since, e.g. ``FileSink(s3=...)``'s per-bucket S3A options): Hadoop caches a
+        file system per scheme and bucket, and one made here with other settings would be the
+        writer's too."""
         jvm, jsc = getattr(spark, "_jvm", None), getattr(spark, "_jsc", None)
         if jvm is None or jsc is None:
             raise ConfigurationError(
@@ -306,7 +310,8 @@ class FileSink(Sink):
             raise self._unknown_format(exc) from exc
         try:
             target = jvm.org.apache.hadoop.fs.Path(self.path)
-            return HadoopFiles(jvm, target.getFileSystem(jsc.hadoopConfiguration()))
+            hadoop = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
+            return HadoopFiles(jvm, target.getFileSystem(hadoop))
         except Exception as exc:
             raise ConfigurationError(
                 f"the file sink cannot reach path {self.path!r}: {error_line(exc)}. Check the "
