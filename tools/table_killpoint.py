@@ -497,19 +497,14 @@ def _last_task_never_ends(df: Any) -> Any:
     return df.repartition(partitions).mapInArrow(hold_last, df.schema)
 
 
-def _warm_up(spark: Any, scratch: Path, s3: S3Lake | None) -> None:
+def _warm_up(spark: Any, scratch: Path) -> None:
     """What every ingest needs once, done before READY (while the caller does other work):
-    a Python worker, the Iceberg catalogs, Delta's writer and log (on a scratch table) and,
-    with ``s3``, S3A's client (a look at the S3 warehouse)."""
+    a Python worker, the Iceberg catalog, Delta's writer and log (on a scratch table). (S3A's
+    client is made by the jobs on S3 only: most children write local tables.)"""
     spark.range(4, numPartitions=2).mapInArrow(lambda batches: batches, "id long").collect()
     spark.sql(f"SHOW NAMESPACES IN {LAKE}").collect()
     spark.range(3).write.format("delta").save(str(scratch))
     spark.sql(f"DESCRIBE HISTORY delta.`{scratch}`").collect()
-    if s3 is not None:
-        spark.sql(f"SHOW NAMESPACES IN {S3_CATALOG}").collect()
-        jvm = spark.sparkContext._jvm
-        folder = jvm.org.apache.hadoop.fs.Path(s3.warehouse)
-        folder.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(folder)
 
 
 def _child(argv: list[str]) -> None:
@@ -536,7 +531,7 @@ def _child(argv: list[str]) -> None:
                               "spark.sql.warehouse.dir": (here / "warehouse").as_uri(),
                               "spark.driver.extraJavaOptions": CHILD_JVM_OPTIONS,
                           })
-    _warm_up(spark, here / "scratch-delta", s3)
+    _warm_up(spark, here / "scratch-delta")
     print("READY", flush=True)
     line = args.job if args.job is not None else sys.stdin.readline()
     if not line.strip():  # the parent went away (or closed the pipe) without a job
