@@ -9,6 +9,8 @@ table's pointer in PostgreSQL (compare-and-swap), so no object is ever renamed o
 Delta tables are ``s3a://`` paths, whose log Delta on Spark writes through its single-driver
 S3 log store (``test_delta_on_spark_commits_to_s3_through_its_single_driver_log_store``).
 
+A store that refuses (a missing bucket, wrong keys) ends the task before the read, one that does
+not answer is retried (``test_a_store_that_refuses_or_does_not_answer_fails_the_sink_before_the_read``).
 The kill points and the concurrent commits on S3 are the tier's own tests, parametrized by kind
 (``test_table_killpoints.py``, ``test_table_sinks.py``).
 """
