@@ -133,25 +133,37 @@ def test_a_bad_template_fails_the_task_before_writing(
 
 def test_a_retried_ingest_reads_the_ranges_of_the_first_attempt(
         run_dag: Any, new_topic: Any, kafka_config: dict[str, Any], spark: Any,
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow_provider_kafka_spark.errors import SinkError
+    from airflow_provider_kafka_spark.operators import KafkaSparkIngestOperator
+
     topic = new_topic(partitions=3)
     expected = arrange(kafka_config, topic)
-    blocker = tmp_path / "out"
-    blocker.write_text("")  # the first attempt cannot create its folder under a file
+    output = tmp_path / "out"
+    execute, tries = KafkaSparkIngestOperator.execute, []
 
-    def late_record_then_unblock(context: Any) -> None:
+    def fails_first(self: Any, context: Any) -> Any:
+        # A failure a retry can get past (a store that did not answer): Airflow retries it.
+        tries.append(context["ti"].try_number)
+        if len(tries) == 1:
+            raise SinkError("the output store did not answer (the test's first attempt)")
+        return execute(self, context)
+
+    monkeypatch.setattr(KafkaSparkIngestOperator, "execute", fails_first)
+
+    def late_record(context: Any) -> None:
         # A record inside the interval arrives between the attempts; the retry must not see it.
         produce(kafka_config, topic, [(1, b"late", b"late", MS0 + 1)])
-        blocker.unlink()
 
     def retry_once(dag: Any) -> None:
         ingest = dag.get_task("ingest")
         ingest.retries, ingest.retry_delay = 1, timedelta(0)
-        ingest.on_retry_callback = [late_record_then_unblock]
+        ingest.on_retry_callback = [late_record]
 
     outcome = run_dag("kafka_hourly_ingest", logical_date=T1, edit=retry_once, conf={
-        "topics": topic, "output_root": str(blocker), "group_id": f"g-{topic}"})
+        "topics": topic, "output_root": str(output), "group_id": f"g-{topic}"})
     assert outcome.state == "success", outcome.errors
+    assert len(tries) == 2, tries
     assert ranges_of(outcome.xcom["resolve_offsets"]) == [
         (topic, 0, 3, 8), (topic, 1, 0, 4), (topic, 2, 2, 2)]
-    assert rows(spark, blocker / T0.strftime("%Y-%m-%dT%H")) == sorted(expected["I1"])
+    assert rows(spark, output / T0.strftime("%Y-%m-%dT%H")) == sorted(expected["I1"])

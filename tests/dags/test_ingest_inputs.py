@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.errors import (
@@ -142,7 +143,10 @@ def test_an_undecodable_record_fails_the_ingest_with_where_it_is(
                                  decode=Decoding(value_format="json", value_schema="id long"),
                                  ).execute({"run_id": "manual__1"})
     error = caught.value
-    assert type(error) is CorruptRecordError, repr(error)
+    # The package's class, made Airflow's "do not retry" too (the same records fail again).
+    assert isinstance(error, CorruptRecordError) and type(error).__name__ == \
+        "CorruptRecordError", repr(error)
+    assert isinstance(error, AirflowFailException)
     assert str(error) == (
         f"ingest: 6 record(s) could not be decoded; the first is {topic}/0 at offset 0: value "
         "is not JSON matching the schema id long. Nothing was written. Fix the producer or the "
