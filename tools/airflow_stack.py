@@ -53,6 +53,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -491,12 +492,16 @@ def relaunch(stack: Stack, name: str, env: Mapping[str, str] | None = None) -> i
 
 
 def stop(run_dir: Path = DEFAULT_DIR, *, discard: bool = False) -> None:
-    """Stop every service started from ``run_dir`` (reverse order), then its PostgreSQL
-    server if it has one (``discard``: also delete that DB), then the broker if the stack
-    started it. Safe to call when nothing runs."""
+    """Stop every service started from ``run_dir``: the triggerer, dag-processor and scheduler
+    at once (each SIGTERMed, then SIGKILLed after ``STOP_GRACE_S``; one after the other took
+    the sum of their shutdowns), then the API server, which the scheduler's last tasks report
+    to; then its PostgreSQL server if it has one (``discard``: also delete that DB), then the
+    broker if the stack started it. Safe to call when nothing runs."""
     run_dir = run_dir.resolve()
-    for name in reversed(SERVICES):
-        stop_service(run_dir, name, grace=STOP_GRACE_S)
+    first = [name for name in reversed(SERVICES) if name != "api-server"]
+    with ThreadPoolExecutor(len(first)) as pool:
+        list(pool.map(lambda name: stop_service(run_dir, name, grace=STOP_GRACE_S), first))
+    stop_service(run_dir, "api-server", grace=STOP_GRACE_S)
     if (run_dir / POSTGRES_DIR).exists():
         postgres_server.stop(run_dir / POSTGRES_DIR, discard=discard)
     if (run_dir / "kafka" / "broker.pid").exists():
