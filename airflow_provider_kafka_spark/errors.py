@@ -230,7 +230,8 @@ def kafka_errors() -> Iterator[None]:
     ``Py4JJavaError`` carrying the traceback text. Inside ``with kafka_errors():`` a failure
     caused by one of this package's errors (:class:`DataLossError` with its ``lost`` counts,
     :class:`KafkaReadError`, :class:`KafkaAuthenticationError`, the ``write_kafka``
-    errors), or by a corrupt record of ``decode_kafka(on_corrupt="fail")``
+    errors, the object store's :class:`SinkError` and :class:`ConfigurationError` of a
+    reader's upload), or by a corrupt record of ``decode_kafka(on_corrupt="fail")``
     (:class:`CorruptRecordError` with its ``topic``, ``partition`` and ``offset``), is raised
     as that class, chained to the original; anything else propagates unchanged::
 
@@ -276,13 +277,15 @@ def executor_error(text: str) -> KafkaSparkError | None:
 
 
 def _executor_error_classes() -> dict[str, type[KafkaSparkError]]:
-    """The errors an executor can raise, by class name: the read's, the registry's and every
-    ``KafkaWriteError``."""
+    """The errors an executor can raise, by class name: the read's, the registry's, every
+    ``KafkaWriteError``, and the object store's (a reader's upload to S3: ``SinkError``, or
+    ``ConfigurationError`` when a retry cannot help)."""
     classes: dict[str, type[KafkaSparkError]] = {
         "DataLossError": DataLossError, "KafkaReadError": KafkaReadError,
         "CorruptRecordError": CorruptRecordError,
         "KafkaAuthenticationError": KafkaAuthenticationError,
-        "SchemaRegistryError": SchemaRegistryError}
+        "SchemaRegistryError": SchemaRegistryError,
+        "SinkError": SinkError, "ConfigurationError": ConfigurationError}
     pending: list[type[KafkaSparkError]] = [KafkaWriteError]
     while pending:
         cls = pending.pop()

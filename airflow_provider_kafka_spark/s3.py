@@ -285,7 +285,11 @@ class ObjectUpload:
     upload, invisible to readers (the file sink's next publish aborts it).
 
     pyarrow's own S3 output stream completes the upload when it is closed, even after an
-    error: a failed write would replace an object with a partial one. Hence this class."""
+    error: a failed write would replace an object with a partial one. Hence this class.
+
+    A call the store refuses or does not answer raises the package's error (:func:`store_error`:
+    :class:`ConfigurationError` or :class:`SinkError`), which a reader task's failure carries
+    back to the driver (``errors.kafka_errors``)."""
 
     def __init__(self, client: Any, bucket: str, key: str, part_bytes: int = PART_BYTES) -> None:
         self._client, self.bucket, self.key = client, bucket, key
@@ -324,25 +328,32 @@ class ObjectUpload:
             del self._buffer[:self._part_bytes]
         return len(view)
 
+    def _store(self, call: str, **arguments: Any) -> Any:
+        """``client.<call>(Bucket=..., Key=..., **arguments)``; a failure as the package's
+        error."""
+        try:
+            return getattr(self._client, call)(Bucket=self.bucket, Key=self.key, **arguments)
+        except Exception as exc:
+            raise store_error(exc, "upload", f"s3://{self.bucket}/{self.key}",
+                              hint="The object was not written.") from exc
+
     def _upload_part(self, body: bytes) -> None:
         if self._upload_id is None:
-            self._upload_id = self._client.create_multipart_upload(
-                Bucket=self.bucket, Key=self.key)["UploadId"]
+            self._upload_id = self._store("create_multipart_upload")["UploadId"]
         number = len(self._parts) + 1
-        answer = self._client.upload_part(Bucket=self.bucket, Key=self.key, Body=body,
-                                          UploadId=self._upload_id, PartNumber=number)
+        answer = self._store("upload_part", Body=body, UploadId=self._upload_id,
+                             PartNumber=number)
         self._parts.append({"ETag": answer["ETag"], "PartNumber": number})
 
     def finish(self) -> None:
         """Make the object appear at ``key``, whole."""
         if self._upload_id is None:
-            self._client.put_object(Bucket=self.bucket, Key=self.key, Body=bytes(self._buffer))
+            self._store("put_object", Body=bytes(self._buffer))
         else:
             if self._buffer:
                 self._upload_part(bytes(self._buffer))
-            self._client.complete_multipart_upload(
-                Bucket=self.bucket, Key=self.key, UploadId=self._upload_id,
-                MultipartUpload={"Parts": self._parts})
+            self._store("complete_multipart_upload", UploadId=self._upload_id,
+                        MultipartUpload={"Parts": self._parts})
         self._buffer.clear()
         self.closed = True
 
