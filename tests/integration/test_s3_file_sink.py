@@ -261,3 +261,28 @@ def test_the_sinks_s3_settings_reach_a_store_the_sessions_settings_do_not(
         assert values(spark, files) == Counter(records)
         assert keys(other, bucket, "out/") == sorted(
             [f"out/{MANIFEST_NAME}"] + [f"out/{f.rsplit('/', 1)[1]}" for f in files])
+
+
+def test_a_marker_the_attempt_rewrote_is_its_own_and_goes_at_its_publish(
+        s3_endpoint: Any, s3_bucket: str) -> None:
+    """Spark's writer rewrites ``_SUCCESS`` where an earlier (killed) attempt left one: the
+    object is this attempt's, deleted by its publish even when the store's clock (whole
+    seconds) puts it in the manifest's second, where the rule for older objects keeps it."""
+    import uuid
+
+    from airflow_provider_kafka_spark.sinks.files.objects import ObjectRun
+
+    client = s3_endpoint.boto3_client()
+    client.put_object(Bucket=s3_bucket, Key="out/_SUCCESS", Body=b"a killed attempt's")
+    time.sleep(1.1)  # the store's clock has whole seconds
+    run = ObjectRun(f"s3a://{s3_bucket}/out", settings_of(s3_endpoint))
+    run.inspect()
+    run.mark()  # before the write
+    while time.time() % 1 > 0.3:  # the rewrite and the publish in one second of the store's
+        time.sleep(0.01)
+    part = f"part-00000-{uuid.uuid4()}-c000.json"
+    client.put_object(Bucket=s3_bucket, Key="out/_SUCCESS", Body=b"this attempt's")
+    client.put_object(Bucket=s3_bucket, Key=f"out/{part}", Body=b'{"v": 1}\n')
+    assert run.spark_wrote() == [part]
+    run.publish([part], {"run": 1})
+    assert keys(s3_endpoint, s3_bucket, "out/") == [f"out/{MANIFEST_NAME}", f"out/{part}"]

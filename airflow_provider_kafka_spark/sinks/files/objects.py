@@ -83,7 +83,8 @@ class ObjectRun:
     prefix: str = field(init=False)
     began: datetime | None = None
     previous_etag: str | None = None
-    before: frozenset[str] = frozenset()  # the folder's objects when the attempt began
+    # the folder's objects (name -> when last written) when the attempt began, or at mark()
+    before: dict[str, datetime] = field(default_factory=dict)
     written: set[str] = field(default_factory=set)  # what this attempt published or wrote
     _client: Any = None
 
@@ -107,7 +108,7 @@ class ObjectRun:
     def inspect(self) -> None:
         """List the folder, read the manifest's ETag, write and delete a probe (see step 1)."""
         listed = self.listing(doing="list")
-        self.before = frozenset(o.name for o in listed)
+        self.before = {o.name: o.modified for o in listed}
         try:
             head = self.client.head_object(Bucket=self.bucket, Key=self.key(MANIFEST_NAME))
             self.previous_etag = head["ETag"]
@@ -123,9 +124,11 @@ class ObjectRun:
         except Exception as exc:
             raise store_error(exc, "write", f"s3://{self.bucket}/{probe}") from exc
 
-    def listing(self, *, doing: str = "list") -> list[Listed]:
+    def listing(self, *, doing: str = "list",
+                hint: str = "Nothing was read or written.") -> list[Listed]:
         """Every object under the folder (recursively), but the manifest and S3A's directory
-        markers (empty objects named ``<folder>/``, which hold no data)."""
+        markers (empty objects named ``<folder>/``, which hold no data); ``hint`` ends the
+        message of a failure (what it left)."""
         found = []
         folder = f"{self.prefix}/" if self.prefix else ""
         try:
@@ -136,7 +139,7 @@ class ObjectRun:
                     if name and name != MANIFEST_NAME and not name.endswith("/"):
                         found.append(Listed(name, item["LastModified"]))
         except Exception as exc:
-            raise store_error(exc, doing, self._where()) from exc
+            raise store_error(exc, doing, self._where(), hint=hint) from exc
         return found
 
     # -- what Spark's writer wrote ------------------------------------------------------------
@@ -144,19 +147,23 @@ class ObjectRun:
     def mark(self) -> None:
         """Before a Spark write: what the folder holds now (:meth:`spark_wrote` tells the
         write's objects from these)."""
-        self.before = frozenset(o.name for o in self.listing())
+        self.before = {o.name: o.modified for o in self.listing()}
 
     def spark_wrote(self) -> list[str]:
         """The objects Spark's writer added to the folder since :meth:`mark` (or
         :meth:`inspect`): the new part files of one write job (by the job id in their names),
-        with their folders (``partition_by``, ``_dead_letter``).
+        with their folders (``partition_by``, ``_dead_letter``). The markers it wrote, also
+        those it rewrote over an earlier attempt's (``_SUCCESS``), are this attempt's to delete.
 
         Raises:
             PublishConflictError: part files of two jobs appeared (another writer of this
                 folder at the same time): which are this attempt's cannot be told.
         """
-        new = [o.name for o in self.listing() if o.name not in self.before]
+        listed = self.listing()
+        new = [o.name for o in listed if o.name not in self.before]
         self.written.update(new)  # markers (_SUCCESS) too: this attempt's to delete
+        self.written.update(o.name for o in listed  # and what the write rewrote
+                            if o.name in self.before and o.modified != self.before[o.name])
         parts = [n for n in new if not n.rsplit("/", 1)[-1].startswith(("_", "."))]
         jobs: dict[str, set[str]] = {}
         for name in parts:
@@ -181,7 +188,8 @@ class ObjectRun:
             PublishConflictError: another writer published the folder since :meth:`inspect`.
         """
         self.written.update(names)
-        present = {o.name for o in self.listing(doing="list before publishing")}
+        present = {o.name for o in self.listing(doing="list before publishing",
+                                                hint="Nothing was published.")}
         missing = sorted(set(names) - present)
         if missing:
             self._check_unchanged()
