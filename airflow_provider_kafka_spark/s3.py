@@ -254,8 +254,8 @@ def error_code(exc: BaseException) -> str | None:
 def store_error(exc: BaseException, doing: str, where: str, *,
                 hint: str = "Nothing was read or written.") -> ConfigurationError | SinkError:
     """What ``exc`` (raised while ``doing`` at ``where``) means for a user: a
-    :class:`ConfigurationError` when a retry cannot help (wrong keys, a missing bucket, a
-    denied call, a wrong region), else a :class:`SinkError` (the endpoint unreachable, a
+    :class:`ConfigurationError` when a retry cannot help (wrong or no keys, a missing bucket,
+    a denied call, a wrong region), else a :class:`SinkError` (the endpoint unreachable, a
     timeout, a server error). The message never holds a secret."""
     code = error_code(exc)
     if code in _CERTAIN:
@@ -264,6 +264,14 @@ def store_error(exc: BaseException, doing: str, where: str, *,
             "credentials and their permissions (the session's fs.s3a.* settings, or the "
             f"connection's), then run again. {hint}")
     name = type(exc).__name__
+    if name in ("NoCredentialsError", "PartialCredentialsError"):
+        return ConfigurationError(
+            f"could not {doing} {where}: no credentials ({name}): the S3 settings name no "
+            "access key and the AWS SDK's default chain of this process found none. Pass "
+            "S3Settings with the keys (FileSink(s3=...)) or an Airflow aws connection "
+            "(s3=hooks.AwsConnection('aws_default')), or give this process credentials the "
+            "SDK finds. Over Spark Connect the session's S3A keys (fs.s3a.*access.key, "
+            f"secret.key) cannot be read back: the server redacts them. {hint}")
     if name in ("EndpointConnectionError", "ConnectTimeoutError", "ConnectionClosedError",
                 "ReadTimeoutError") or isinstance(exc, OSError):
         return SinkError(f"could not {doing} {where}: the S3 endpoint did not answer "

@@ -77,3 +77,14 @@ def test_a_tasks_store_error_comes_back_as_the_package_error(raised: str, kind: 
         raise RuntimeError(text)
     assert type(caught.value) is kind
     assert str(caught.value) == raised.split(": ", 1)[1]
+
+
+def test_no_credentials_is_a_configuration_error_that_says_what_to_pass() -> None:
+    from botocore.exceptions import NoCredentialsError
+
+    from airflow_provider_kafka_spark.s3 import store_error
+
+    error = store_error(NoCredentialsError(), "list", "s3://b/p/")
+    assert isinstance(error, ConfigurationError)
+    assert str(error).startswith("could not list s3://b/p/: no credentials (NoCredentialsError)")
+    assert "FileSink(s3=...)" in str(error) and "Over Spark Connect" in str(error)
