@@ -13,7 +13,8 @@ How to use it:
   ``executor_pids(app_id)`` (executor JVMs per worker, from the workers' process trees),
   ``kill_worker(name)`` / ``start_worker(name)``, ``submit(app, *args)`` (``spark-submit``
   to the master) and ``env()``. The Connect server runs on the cluster (its executors live
-  on the workers) and has Spark's Kafka source on its classpath (``engine="spark-kafka"``).
+  on the workers) and has Spark's Kafka source on its classpath (``engine="spark-kafka"``),
+  and S3A (``s3a://`` paths, reached with the session's ``fs.s3a.*`` settings).
 * ``spark_kafka_jars`` (session): the jars ``engine="spark-kafka"`` needs, for ``spark.jars``
   of a submitted application (the Connect server has them already).
 * ``package_wheel`` (session): the newest ``dist/*.whl`` (``make dist`` builds it); fails,
@@ -86,8 +87,13 @@ def packed_executor_env(package_wheel: Path, tmp_path_factory: pytest.TempPathFa
 @pytest.fixture(scope="package")
 def spark_cluster(tmp_path_factory: pytest.TempPathFactory,
                   spark_kafka_jars: list[Path]) -> Iterator[Cluster]:
-    """The local standalone cluster + Connect server (see the module docstring)."""
-    with start_cluster(tmp_path_factory.mktemp("spark-local"), jars=spark_kafka_jars) as cluster:
+    """The local standalone cluster + Connect server (see the module docstring); the server
+    has the s3a jars too (``tools/s3_jars.py``: ``s3a://`` paths with the session's
+    ``fs.s3a.*`` settings)."""
+    from tools.s3_jars import fetch_s3_jars
+
+    with start_cluster(tmp_path_factory.mktemp("spark-local"),
+                       jars=[*spark_kafka_jars, *fetch_s3_jars()]) as cluster:
         yield cluster
 
 

@@ -329,3 +329,56 @@ def test_ingest_to_a_gcs_bucket_over_connect_fails_before_reading(
                                   spark_conn_id="spark_connect_test")
     with pytest.raises(ConfigurationError, match="over Spark Connect"):
         op.execute({"run_id": "manual__1"})
+
+
+def test_ingest_lands_on_s3a_over_connect(
+        connect_spark: Any, kafka_config: dict[str, Any], s3_endpoint: Any,
+        mixed_topic: tuple[str, list[Produced], OffsetRanges]) -> None:
+    """The Connect server has the s3a jars (the ``spark_cluster`` fixture). This client
+    publishes the run with boto3 and the readers on the cluster's executors upload with the
+    settings it hands them: ``FileSink(s3=S3Settings(...))``'s, which the sink also sets on the
+    session (``fs.s3a.bucket.<bucket>.*``) for Spark's writer on the server. The session's own
+    S3A keys cannot be read back over Connect (the server redacts every value whose key looks
+    like a secret: ``conf.get`` answers None): with keys only there and none in this process,
+    the ingest fails before anything is read, saying what to pass."""
+    from airflow_provider_kafka_spark.s3 import S3Settings
+    from airflow_provider_kafka_spark.sinks import published_files
+    from airflow_provider_kafka_spark.spark.ingest import ingest  # (*)
+
+    # (*) From its module: once the module is imported (the ingest operator does),
+    # airflow_provider_kafka_spark.spark.ingest is the module, not the function.
+    _, visible, ranges = mixed_topic
+    settings = S3Settings(endpoint_url=s3_endpoint.url, region=s3_endpoint.region,
+                          access_key=s3_endpoint.access_key, secret_key=s3_endpoint.secret_key,
+                          path_style=True)
+    bucket = f"c-{uuid.uuid4().hex[:12]}"
+    s3_endpoint.create_bucket(bucket)
+    client = s3_endpoint.boto3_client()
+
+    def listed() -> list[str]:
+        answer = client.list_objects_v2(Bucket=bucket)
+        return sorted(o["Key"] for o in answer.get("Contents", ()) if not o["Key"].endswith("/"))
+
+    path = f"s3a://{bucket}/orders/h1"
+    result = ingest(connect_spark, ranges, kafka_config, FileSink(path, s3=settings),
+                    max_records_per_split=4)
+    assert result.records == len(visible)
+    files = published_files(path, settings)
+    assert files and all(f.startswith(f"{path}/part-") for f in files)
+    assert rows_of(connect_spark.read.parquet(*files)) == visible
+    assert listed() == sorted([f"orders/h1/{MANIFEST_NAME}"]
+                              + [f"orders/h1/{f.rsplit('/', 1)[1]}" for f in files])
+
+    # The keys only in the session's conf (as the sink just set them for the bucket):
+    assert connect_spark.conf.get(f"fs.s3a.bucket.{bucket}.endpoint") == s3_endpoint.url
+    assert connect_spark.conf.get(f"fs.s3a.bucket.{bucket}.secret.key", None) is None
+    with restored_env("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE",
+                      "AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE",
+                      "AWS_EC2_METADATA_DISABLED"):  # no credentials in this process
+        for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+            os.environ.pop(name, None)
+        os.environ["AWS_SHARED_CREDENTIALS_FILE"] = os.environ["AWS_CONFIG_FILE"] = os.devnull
+        os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+        with pytest.raises(ConfigurationError, match=r"no credentials .*Over Spark Connect"):
+            ingest(connect_spark, ranges, kafka_config, FileSink(f"s3a://{bucket}/orders/h2"))
+    assert not [k for k in listed() if k.startswith("orders/h2")]
