@@ -205,11 +205,12 @@ def _default_region() -> str:
 
 def settings_of_spark(spark: Any, bucket: str) -> S3Settings:
     """The S3A settings of ``spark`` for ``bucket``: the driver's Hadoop configuration on a
-    classic session (``spark.hadoop.fs.s3a.*`` and what was set on it since), the session's
+    classic session as Spark's writer sees it (``spark.hadoop.fs.s3a.*``, and ``fs.s3a.*`` set on
+    the session since), the session's
     ``spark.hadoop.fs.s3a.*`` (and ``fs.s3a.*``) values over Spark Connect."""
-    jsc = getattr(spark, "_jsc", None)
-    if jsc is not None:
-        hadoop = jsc.hadoopConfiguration()
+    jsession = getattr(spark, "_jsparkSession", None)
+    if jsession is not None:  # the configuration Spark's writer uses (runtime settings too)
+        hadoop = jsession.sessionState().newHadoopConf()
         return S3Settings.from_hadoop(hadoop.get, bucket)
 
     def get(key: str) -> str | None:

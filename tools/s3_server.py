@@ -33,20 +33,19 @@ import json
 import os
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tools.local_broker import free_port
-from tools.processes import alive, end_group, launch, read_pid
+from tools.processes import alive, launch, read_pid, stop_service
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -243,18 +242,10 @@ def status(run_dir: Path) -> S3Endpoint | None:
 
 
 def stop(run_dir: Path, *, grace: float = STOP_GRACE_S) -> None:
-    """Stop the server of ``run_dir`` by its pid, if it runs: SIGTERM, then SIGKILL after
-    ``grace`` seconds. Buckets and objects stay in ``DIR/data``."""
+    """Stop the server of ``run_dir`` by its pid, if it runs (``processes.stop_service``:
+    SIGTERM, then SIGKILL after ``grace`` seconds). Buckets and objects stay in ``DIR/data``."""
     run_dir = Path(run_dir).resolve()
-    pid = read_pid(run_dir, NAME)
-    if pid is not None:
-        with suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + grace
-        while alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        end_group(pid, grace=0)  # SIGKILL to whatever is left (nothing after a clean stop)
-    (run_dir / f"{NAME}.pid").unlink(missing_ok=True)
+    stop_service(run_dir, NAME, grace)
     (run_dir / "endpoint.json").unlink(missing_ok=True)
 
 
