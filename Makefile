@@ -101,9 +101,10 @@ $(VERSITYGW_STAMP): tools/s3_server.py
 
 # The set-up at once (the wheel's Rust build is CPU, the rest mostly downloads): .venv's
 # dependencies, the wheel (then its native module into the source tree), .venv-tables, the
-# browser and the S3 server. Then two lanes at once (tools/test_lanes.py): .venv's pytest of
-# everything but tests/deployed (the wheel's clean venvs included); and tests/deployed, then
-# .venv-tables' pytest of tests/tables. Every step runs; the target fails when any did.
+# browser and the S3 server. Then the suite in two lanes at once (tools/test_lanes.py): its jobs
+# (.venv's pytest of the deployed Airflow, of the cluster tiers and the wheel, of the rest;
+# .venv-tables' pytest of tests/tables, its Airflow part apart) from one queue, the longest
+# first. Every job runs; the target fails when any did.
 # (.venv's runs leave tests/tables out: tests/conftest.py says so in its header.)
 test:
 	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser s3-server

@@ -3,27 +3,21 @@
     .venv/bin/python tools/test_lanes.py
 
 Run as one, the suite waits much of its time on brokers, JVM starts and Airflow's scheduler
-(about 0.6 of a CPU on average); two lanes of about equal length keep both cores of the 2-core
-CI machine busy (measured: 1.9-2.0 cores for the whole run), so less CPU is what shortens it:
+(about 0.6 of a CPU on average); two lanes keep both cores of the 2-core CI machine busy, so
+less CPU is what shortens it. The suite is cut into :data:`JOBS`, each one pytest run (its
+own session: broker, Spark session, temporary folders) or a few steps in a row; two lanes
+take them from one queue, the longest first, so the lanes end close together whatever each
+job's length turns out to be on the day (two fixed lanes ended 5-10 minutes apart, the
+deployed Airflow and then the tables tier on one of them). Every job's output goes to
+``.cache/test-lanes/<job>.log``, printed here when the job ends; a line says when each job
+starts and how it ended.
 
-``main``
-    ``.venv/bin/pytest --ignore=tests/deployed``: everything but the deployed Airflow (the
-    wheel in a clean venv, ~2 min, too); its output streams here as it comes (about 37 min on
-    the 2-core CI machine with both lanes running).
-``second``
-    ``.venv/bin/pytest tests/deployed`` (a real Airflow under ``.venv``, ~25 min), then
-    ``make tables-setup`` (``.venv-tables``; ``make test`` installed it beside ``.venv``
-    already, then this does nothing) and
-    ``.venv-tables/bin/pytest tests/tables`` (Iceberg, Delta, PostgreSQL, and their own Airflow
-    under ``.venv-tables``); its output goes to ``.cache/test-lanes/second.log``, printed here
-    when the lane ends.
-
-Each lane is a process group of its own with its own broker, Spark session and temporary
-folders; the jars both lanes use are fetched once before they start (no two Maven runs into
-one folder). Every step runs even when an earlier one failed; the exit code is 0 only when all
-passed. Ctrl-C or SIGTERM sends SIGINT to both lanes (pytest then runs its fixtures'
-teardown, which stops every broker, Spark and Airflow process by pid), then SIGKILL after
-:data:`STOP_GRACE_S`. Standard library only.
+Every job runs even when an earlier one failed; the exit code is 0 only when all passed. The
+jars more than one job needs are fetched once before the lanes start (no two Maven runs into
+one folder). Ctrl-C or SIGTERM sends SIGINT to every running job's process group (pytest then
+runs its fixtures' teardown, which stops every broker, Spark and Airflow process by pid),
+SIGKILL after :data:`STOP_GRACE_S`, then prints the end of each interrupted job's log.
+Standard library only.
 """
 
 from __future__ import annotations
@@ -36,6 +30,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
@@ -44,13 +39,54 @@ VENV_BIN = ROOT / ".venv" / "bin"
 TABLES_BIN = ROOT / ".venv-tables" / "bin"
 LOGS = ROOT / ".cache" / "test-lanes"
 STOP_GRACE_S = 120.0
+LANES = 2
+TAIL_LINES = 150
+
+
+@dataclass(frozen=True)
+class Job:
+    """Steps that run one after the other in one lane.
+
+    :param name: names its log, ``.cache/test-lanes/<name>.log``.
+    :param steps: the commands; each runs whatever the ones before did.
+    :param minutes: about how long it takes on the quiet 2-core CI machine beside another job
+        (it only orders the queue: the longest first).
+    """
+
+    name: str
+    steps: tuple[tuple[str, ...], ...]
+    minutes: float
+
+
+def _pytest(bin_dir: Path, *args: str) -> tuple[str, ...]:
+    return (str(bin_dir / "pytest"), *args)
+
+
+TABLES_SETUP = (os.environ.get("MAKE", "make"), "--no-print-directory", "tables-setup")
+# The tables tier's tests that run its own Airflow (scheduler, backfills): a job of their own.
+TABLES_AIRFLOW = ("tests/tables/test_backfill_into_tables.py", "tests/tables/test_iceberg_dag.py")
+# Tiers of .venv's suite that start clusters of their own (a standalone Spark and Connect, a
+# 3-broker cluster, secured brokers) or clean venvs (the wheel): a job beside the rest.
+CLUSTERS = ("tests/cluster", "tests/faults", "tests/secured", "tests/wheel")
+
+JOBS: tuple[Job, ...] = (
+    # Everything of .venv but the deployed Airflow and the cluster tiers: new test folders
+    # land here by themselves.
+    Job("main", (_pytest(VENV_BIN, "--ignore=tests/deployed",
+                         *(f"--ignore={d}" for d in CLUSTERS)),), 15.0),
+    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 24.0),
+    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 13.0),
+    Job("tables", (TABLES_SETUP, _pytest(TABLES_BIN, "tests/tables",
+                                         *(f"--ignore={f}" for f in TABLES_AIRFLOW))), 8.0),
+    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 5.0),
+)
 
 
 def _q(args: Sequence[str]) -> str:
     return shlex.join(str(a) for a in args)
 
 
-def lane_script(steps: Sequence[Sequence[str]]) -> str:
+def job_script(steps: Sequence[Sequence[str]]) -> str:
     """A bash script that runs ``steps`` in order, each whatever the ones before did, and
     exits non-zero when any failed. Interrupted (SIGINT/SIGTERM), it ends when the step that
     runs has ended (pytest has torn its fixtures down) and starts no other."""
@@ -62,16 +98,13 @@ def lane_script(steps: Sequence[Sequence[str]]) -> str:
     return "\n".join(lines)
 
 
-MAIN_STEPS: list[list[str]] = [[str(VENV_BIN / "pytest"), "--ignore=tests/deployed"]]
-SECOND_STEPS: list[list[str]] = [
-    [str(VENV_BIN / "pytest"), "tests/deployed"],
-    [os.environ.get("MAKE", "make"), "--no-print-directory", "tables-setup"],
-    [str(TABLES_BIN / "pytest"), "tests/tables"],
-]
+def queue(jobs: Sequence[Job]) -> list[Job]:
+    """The order the lanes take ``jobs`` in: the longest first (ties in the given order)."""
+    return sorted(jobs, key=lambda job: -job.minutes)
 
 
 def prefetch() -> None:
-    """The jars more than one lane needs, fetched once before the lanes start (this runs
+    """The jars more than one job needs, fetched once before the lanes start (this runs
     under ``.venv``'s python, which has the package)."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
@@ -83,31 +116,43 @@ def prefetch() -> None:
                            ROOT / ".cache" / "spark-kafka" / "jars")
 
 
-def start(steps: Sequence[Sequence[str]], log: Path | None) -> subprocess.Popen[bytes]:
-    """A lane in a process group of its own, its output to ``log`` (else to ours)."""
-    command = ["bash", "-c", lane_script(steps)]
-    if log is None:
-        return subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+@dataclass
+class _Running:
+    job: Job
+    process: subprocess.Popen[bytes]
+    began: float
+
+    @property
+    def log(self) -> Path:
+        return LOGS / f"{self.job.name}.log"
+
+
+def start(job: Job) -> _Running:
+    """``job`` in a process group of its own, its output to its log."""
+    log = LOGS / f"{job.name}.log"
     with open(log, "wb") as out:  # the child has its own copy of the file
-        return subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        process = subprocess.Popen(["bash", "-c", job_script(job.steps)], cwd=ROOT,
+                                   stdout=out, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+    print(f"===== {job.name} started: {' ; '.join(_q(s) for s in job.steps)} > {log}",
+          flush=True)
+    return _Running(job, process, time.monotonic())
 
 
-def stop(lanes: Sequence[subprocess.Popen[bytes]]) -> None:
-    """SIGINT to every running lane's process group, SIGKILL to what is left after the grace."""
-    running = [lane for lane in lanes if lane.poll() is None]
-    for lane in running:
+def stop(running: Sequence[_Running]) -> None:
+    """SIGINT to every running job's process group, SIGKILL to what is left after the grace."""
+    alive = [r for r in running if r.process.poll() is None]
+    for r in alive:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(lane.pid, signal.SIGINT)
+            os.killpg(r.process.pid, signal.SIGINT)
     deadline = time.monotonic() + STOP_GRACE_S
-    for lane in running:
+    for r in alive:
         try:
-            lane.wait(max(0.0, deadline - time.monotonic()))
+            r.process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(lane.pid, signal.SIGKILL)
-            lane.wait()
+                os.killpg(r.process.pid, signal.SIGKILL)
+            r.process.wait()
 
 
 class _Interrupted(Exception):
@@ -120,40 +165,56 @@ class _Interrupted(Exception):
 
 def _interrupted(signum: int, _frame: FrameType | None) -> None:
     # Only raise: the waits it interrupts release their locks as it unwinds them, and the
-    # lanes are stopped outside the handler (a Popen.wait inside it would wait for the lock the
+    # jobs are stopped outside the handler (a Popen.wait inside it would wait for the lock the
     # interrupted wait holds).
     raise _Interrupted(signum)
 
 
-def main() -> int:
+def _ended(r: _Running, status: int) -> str:
+    minutes = (time.monotonic() - r.began) / 60
+    print(f"\n===== {r.job.name} ({r.log}) =====", flush=True)
+    sys.stdout.write(r.log.read_text(errors="replace"))
+    line = f"{r.job.name} {'passed' if status == 0 else 'FAILED'} in {minutes:.1f} min"
+    print(f"===== {line} =====", flush=True)
+    return line
+
+
+def run(jobs: Sequence[Job], lanes: int = LANES) -> int:
+    """Run ``jobs`` in ``lanes`` lanes from one queue; 0 when every job passed."""
     LOGS.mkdir(parents=True, exist_ok=True)
     began = time.monotonic()
-    prefetch()
-    second_log = LOGS / "second.log"
-    lanes: list[subprocess.Popen[bytes]] = []
+    waiting = queue(jobs)
+    running: list[_Running] = []
+    results: list[tuple[str, int]] = []
     signal.signal(signal.SIGINT, _interrupted)
     signal.signal(signal.SIGTERM, _interrupted)
     try:
-        print(f"lane second: {' ; '.join(_q(s) for s in SECOND_STEPS)} > {second_log}",
-              flush=True)
-        lanes.append(start(SECOND_STEPS, second_log))
-        lanes.append(start(MAIN_STEPS, None))
-        second, main_lane = lanes
-        main_status = main_lane.wait()
-        main_minutes = (time.monotonic() - began) / 60
-        second_status = second.wait()
+        while waiting or running:
+            while waiting and len(running) < lanes:
+                running.append(start(waiting.pop(0)))
+            time.sleep(1.0)
+            for r in [r for r in running if r.process.poll() is not None]:
+                running.remove(r)
+                results.append((_ended(r, r.process.returncode), r.process.returncode))
     except _Interrupted as exc:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print(f"\n{exc}: stopping the test lanes", flush=True)
-        stop(lanes)
+        stop(running)
+        for r in running:
+            lines = r.log.read_text(errors="replace").splitlines()[-TAIL_LINES:]
+            print(f"\n===== {r.job.name}, interrupted: the last {len(lines)} lines of {r.log} "
+                  "=====", flush=True)
+            print("\n".join(lines), flush=True)
         return 128 + exc.signum
-    print(f"\n===== lane second ({second_log}) =====", flush=True)
-    sys.stdout.write(second_log.read_text(errors="replace"))
-    print(f"\n===== lanes: main {'passed' if main_status == 0 else 'FAILED'} "
-          f"({main_minutes:.1f} min), second {'passed' if second_status == 0 else 'FAILED'}; "
+    print(f"\n===== {'; '.join(line for line, _ in results)}; "
           f"{(time.monotonic() - began) / 60:.1f} min in all =====", flush=True)
-    return 1 if main_status or second_status else 0
+    return 1 if any(status for _, status in results) else 0
+
+
+def main() -> int:
+    prefetch()
+    return run(JOBS)
 
 
 if __name__ == "__main__":
