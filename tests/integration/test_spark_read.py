@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterable
@@ -35,6 +36,7 @@ from airflow_provider_kafka_spark.spark import (
 )
 from airflow_provider_kafka_spark.spark.read import sources as sources_module
 from airflow_provider_kafka_spark.spark.read.summary import LostOffsets, ReadSummary
+from airflow_provider_kafka_spark.spark.session import JVM_LOGGER
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -117,6 +119,24 @@ def test_reads_exactly_the_ranges(spark: Any, kafka_config: dict[str, Any],
     assert df.schema == kafka_schema(include_headers=True)
     assert rows(df) == [r for r in stored if 3 <= r[2] < 15]
     assert len(rows(df)) == 36
+
+
+def test_reads_in_one_session_register_the_source_once(
+        spark: Any, kafka_config: dict[str, Any], new_topic: Any,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Each read_kafka registered the data source again, and the driver JVM logged a warning
+    for it ("The data source kafka_bounded replaced a previously registered data source"):
+    a task log with a read and a second read for its counts carried a warning line."""
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, f"v{i}".encode()) for i in range(3)])
+    ranges = OffsetRanges((PartitionRange(topic, 0, 0, 3),))
+    with caplog.at_level(logging.INFO, logger=JVM_LOGGER):
+        counts = [read_kafka(spark, ranges, kafka_config).count() for _ in range(3)]
+        time.sleep(2.0)  # the JVM's lines reach logging through a pipe and a thread
+    assert counts == [3, 3, 3]
+    replaced = [r.getMessage() for r in caplog.records
+                if "replaced a previously registered data source" in r.getMessage()]
+    assert replaced == []
 
 
 def test_headers_timestamp_type_and_no_headers(spark: Any, kafka_config: dict[str, Any],

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import json
 import threading
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -144,17 +145,22 @@ def kafka_options(settings: Mapping[str, str]) -> dict[str, str]:
 
 
 _REGISTERING = threading.Lock()
+_REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def _register(spark: Any) -> None:
-    """Register the data source with the session; reads started at once from several threads
-    of one session (concurrent ingests) register it once, not racing each other."""
+    """Register the data source with the session once: reads started at once from several
+    threads of one session (concurrent ingests) do not race each other, and a later read does
+    not register it again (Spark would log a warning that it replaced the source)."""
     with _REGISTERING:
+        if spark in _REGISTERED:
+            return
         try:
             spark.dataSource.register(KafkaBoundedDataSource)
         except Exception as exc:
             if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
                 raise
+        _REGISTERED.add(spark)
 
 
 def _spark_kafka(spark: SparkSession, ranges: OffsetRanges, settings: Mapping[str, str],
