@@ -117,7 +117,8 @@ _PRODUCE_TYPES = {"key": pa.binary(), "value": pa.binary(), "topic": pa.string()
 
 def producible_batch(batch: pa.RecordBatch, index: int, topic: str | None) -> pa.RecordBatch:
     """The batch's columns to produce, checked and in the native producer's types; without
-    its ``topic`` column when ``topic`` names the target.
+    its ``topic`` column when ``topic`` names the target, and without ``headers`` when no row
+    has a header.
 
     Raises:
         WriteConfigError: a null ``topic``, a negative ``partition``, a header with a null key.
@@ -150,7 +151,14 @@ def producible_batch(batch: pa.RecordBatch, index: int, topic: str | None) -> pa
                 "must be strings (the Java client rejects a null key too). Fill or drop such "
                 "headers, e.g. filter(headers, h -> h.key IS NOT NULL)."
             )
-        columns["headers"] = headers
+        if len(entries):
+            columns["headers"] = headers
+        # Else no row has a header, and the column is left out (a row without the column,
+        # like one with a null or empty list, gets no headers): an empty entries array may
+        # come without offsets. Spark 4.1's Arrow (Java 18) sends a zero-length string or
+        # binary array with an empty offsets buffer, which pyarrow takes but hands on through
+        # the C Data Interface, where an array always has length + 1 offsets: the native
+        # producer would read its first offset from past the buffer (issue 43).
     return pa.RecordBatch.from_pydict(columns)
 
 
