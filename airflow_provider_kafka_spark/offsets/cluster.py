@@ -107,9 +107,11 @@ def admin_client(kafka_config: KafkaConfig | Mapping[str, Any]) -> AdminClient:
     Raises:
         ConfigurationError: a config that :class:`KafkaConfig` or librdkafka refuses.
     """
-    watch = AuthenticationWatch(KafkaConfig.of(kafka_config).client())
+    config = KafkaConfig.of(kafka_config)
+    watch = AuthenticationWatch(config.client())
     admin = new_client(AdminClient, watch.config)
     admin.kafka_spark_watch = watch  # type: ignore[attr-defined]  # read by cluster_metadata
+    admin.kafka_spark_cluster = config.cluster  # type: ignore[attr-defined]  # cluster_admin
     return admin
 
 
@@ -118,9 +120,12 @@ def cluster_admin(
 ) -> tuple[AdminClient, str]:
     """The admin client to use (``kafka_config`` itself when it is one, else a new
     :func:`admin_client` of ``KafkaConfig.of(kafka_config)``) and the cluster's name for
-    messages: what a public function taking a config or an admin client calls once."""
+    messages (its ``bootstrap.servers``; for an admin client not built by :func:`admin_client`,
+    "the cluster of the given AdminClient"): what a public function taking a config or an
+    admin client calls once."""
     if isinstance(kafka_config, AdminClient):
-        return kafka_config, "the cluster of the given AdminClient"
+        return kafka_config, getattr(kafka_config, "kafka_spark_cluster",
+                                     "the cluster of the given AdminClient")
     config = KafkaConfig.of(kafka_config)
     return admin_client(config), config.cluster
 

@@ -3,6 +3,12 @@ cluster call raises this package's error, quickly, naming the bootstrap servers 
 check. Never a bare, empty TimeoutError (a future's timeout racing librdkafka's own) and never
 a KafkaException. Each call runs a few times: the race did not show in every try.
 
+Every public entry point that reaches a cluster (``tests/support/unreachable.py``), against
+each fault where no Kafka broker answers: nothing listening, an HTTP server, a server that
+accepts and never answers. Each fails within the bound its docstring states, timed from the
+call (the shared Spark session's start does not count). The TLS mismatches are in
+``tests/secured/test_tls_mismatch.py``.
+
 With each entry point's default ``timeout`` (30 s), the first request, for the cluster's
 metadata, waits at most ``CONNECT_TIMEOUT_S`` (10 s): the rest of ``timeout`` is for a cluster
 that answers but is slow to settle, not for one that never answers."""
@@ -11,7 +17,10 @@ from __future__ import annotations
 
 import socket
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +37,22 @@ from airflow_provider_kafka_spark.offsets import (
     resolve_offsets,
     timestamp_stops,
 )
+from airflow_provider_kafka_spark.sinks import FileSink, KafkaSink
+from airflow_provider_kafka_spark.spark import ingest
+from tests.support.topics import create_topic
+from tests.support.unreachable import (
+    ENTRY_POINTS,
+    INGESTS,
+    EntryPoint,
+    Failure,
+    Setting,
+    check_failure,
+    fail,
+    free_port,
+    http_server,
+    silent_server,
+)
+from tools.kafka_records import produce
 
 pytestmark = pytest.mark.integration
 
@@ -91,3 +116,75 @@ def test_no_broker_answering_fails_after_the_first_contact_bound(
             f"'{unreachable['bootstrap.servers']}' answered within 10s") in message, message
     assert "Check that bootstrap.servers is right and that the brokers are up" in message
     assert elapsed < 20, f"{name} took {elapsed:.1f}s to find no broker answering"
+
+
+FAULTS = ["nothing listening", "an HTTP server", "a silent server"]
+
+
+@pytest.fixture(scope="module")
+def faults() -> Iterator[dict[str, str]]:
+    """``bootstrap.servers`` of each fault, one server of each kind for the module."""
+    with http_server() as http, silent_server() as silent:
+        yield {"nothing listening": f"127.0.0.1:{free_port()}", "an HTTP server": http,
+               "a silent server": silent}
+
+
+@pytest.fixture(scope="module")
+def spark_setting(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Setting:
+    return Setting(spark, spark.createDataFrame([(b"k", b"v")], "key binary, value binary"),
+                   tmp_path_factory.mktemp("unreachable"))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("entry", ENTRY_POINTS, ids=[e.name for e in ENTRY_POINTS])
+def test_every_entry_point_fails_within_its_stated_bound(
+        faults: dict[str, str], entry: EntryPoint, fault: str,
+        request: pytest.FixtureRequest) -> None:
+    setting = request.getfixturevalue("spark_setting") if entry.spark else Setting()
+    servers = faults[fault]
+    check_failure(entry, fail(entry, {"bootstrap.servers": servers}, TIMEOUT, setting),
+                  servers, TIMEOUT)
+
+
+@pytest.fixture(scope="module")
+def ingest_failures(faults: dict[str, str], spark: Any, kafka_config: dict[str, Any],
+                    kafka_admin: Any, tmp_path_factory: pytest.TempPathFactory
+                    ) -> Iterator[dict[tuple[str, str], Failure]]:
+    """How each ingest fails against each fault, all run at once (each waits its fixed 10 s):
+    ``{(entry name, fault): Failure}``. The Kafka sink's input is a real topic of two records."""
+    topic = create_topic(kafka_admin, f"unreachable-{uuid.uuid4().hex[:10]}", 1)
+    output = create_topic(kafka_admin, f"unreachable-out-{uuid.uuid4().hex[:10]}", 1)
+    now = int(time.time() * 1000)
+    produce(kafka_config, topic, [(0, b"k0", b"v0", now), (0, b"k1", b"v1", now)])
+    ranges = resolve_offsets(kafka_config, Subscription.topics(topic), "earliest", "latest")
+    assert ranges.total() == 2
+    # The session's first ingest of each kind plans Spark's jobs for the first time (seconds,
+    # more with several at once on a busy machine): not what is timed here.
+    for sink in (FileSink(str(tmp_path_factory.mktemp("warm") / "out")),
+                 KafkaSink(output, kafka_config=kafka_config, delivery_guarantee="at_least_once")):
+        assert ingest(spark, ranges, kafka_config, sink, progress_every=None).records == 2
+    cases = [(entry, fault) for entry in INGESTS for fault in FAULTS]
+
+    def run(case: tuple[EntryPoint, str]) -> Failure:
+        entry, fault = case
+        folder = tmp_path_factory.mktemp("ingest")
+        return fail(entry, {"bootstrap.servers": faults[fault]}, TIMEOUT,
+                    Setting(spark, folder=Path(folder), input_config=kafka_config,
+                            input_ranges=ranges))
+
+    with ThreadPoolExecutor(len(FAULTS)) as pool:  # more at once: Spark's own work queues
+        outcomes = dict(zip(((e.name, f) for e, f in cases), pool.map(run, cases),
+                            strict=True))
+    yield outcomes
+    for future in kafka_admin.delete_topics([topic, output]).values():
+        future.result(timeout=30)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fault", FAULTS)
+@pytest.mark.parametrize("entry", INGESTS, ids=[e.name for e in INGESTS])
+def test_ingest_fails_within_its_fixed_bound(
+        ingest_failures: dict[tuple[str, str], Failure], faults: dict[str, str],
+        entry: EntryPoint, fault: str) -> None:
+    check_failure(entry, ingest_failures[(entry.name, fault)], faults[fault], TIMEOUT)
