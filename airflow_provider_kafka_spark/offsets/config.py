@@ -546,10 +546,15 @@ def authentication_error(error: KafkaError, config: Mapping[str, Any],
     text = _masked(error.str(), config)
     tls = error.code() == KafkaError._SSL or "SSL" in error.str()
     checks = []
+    plain_listener = tls and "PLAINTEXT broker listener" in error.str()  # TLS at a plain one
+    if plain_listener:
+        checks.append("security.protocol: the listener at bootstrap.servers does not speak TLS "
+                      "(a PLAINTEXT or SASL_PLAINTEXT listener); use its protocol, or the port "
+                      "of the cluster's SSL listener")
     if protocol.startswith("SASL") and not tls:
         checks.append(f"sasl.username and sasl.password (the {mechanism} credentials), and that "
                       f"the broker's listener enables {mechanism} (sasl.mechanism)")
-    if protocol.endswith("SSL") and tls:
+    if protocol.endswith("SSL") and tls and not plain_listener:
         checks.append("ssl.ca.location (the CA that signed the brokers' certificates), "
                       "ssl.certificate.location and ssl.key.location (+ ssl.key.password) when "
                       "the listener requires a client certificate, and that the brokers' "
