@@ -350,10 +350,13 @@ class OffsetLookup:
             found: dict[Key, int] = {}
             pending = self.partitions
             last_error: KafkaError | None = None
+            errors: dict[Key, KafkaError] = {}  # the last retriable error of each pending one
             if pending and not getattr(self.admin, "kafka_spark_reached", False):
                 reach_cluster(self.admin, self.cluster, self._remaining(what), what)
             while pending:
-                wait = min(self._remaining(what, last_error), ATTEMPT_S)
+                if time.monotonic() >= self.deadline:
+                    raise self._unsettled(what, pending, errors, last_error)
+                wait = min(max(self.deadline - time.monotonic(), 0.001), ATTEMPT_S)
                 futures = self.admin.list_offsets(
                     {TopicPartition(t, p): spec for t, p in pending},
                     isolation_level=level,
@@ -374,6 +377,7 @@ class OffsetLookup:
                                 last_error, f"{what} of {key[0]}/{key[1]}", self.cluster,
                                 "Check that the topic still exists and that this client may "
                                 "describe it (ACLs).", OffsetResolutionError) from None
+                        errors[key] = last_error
                         retry.append(key)
                         continue
                     # While a partition's leader moves, librdkafka can answer an offset of
@@ -386,20 +390,40 @@ class OffsetLookup:
                         found[key] = offset
                 pending = sorted(retry)
                 if pending:
-                    time.sleep(min(0.2, self._remaining(what, last_error)))
-                    self._refresh_leaders({t for t, _ in pending}, what, last_error)
+                    time.sleep(max(min(0.2, self.deadline - time.monotonic()), 0))
+                    self._refresh_leaders({t for t, _ in pending})
             self._cache[(kind, level_name)] = found
         return self._cache[(kind, level_name)]
 
-    def _refresh_leaders(self, topics: set[str], what: str,
-                         last_error: KafkaError | None) -> None:
-        """Ask for the metadata of ``topics``: the admin client's offset requests go to the
-        leaders it has cached and do not refresh them when a leader moved (it answers
-        ``FENCED_LEADER_EPOCH`` or "no leaders found" until something does)."""
+    def _unsettled(self, what: str, pending: list[Key], errors: Mapping[Key, KafkaError],
+                   last_error: KafkaError | None) -> OffsetResolutionError:
+        """The error of ``pending`` partitions still without an answer at the deadline: when
+        they answered a leader-settling error, naming them, the error and that a retry helps;
+        else (no answer, a timeout) :func:`cluster_failure`'s how to reach the cluster."""
+        answered = {errors[k].str() for k in pending if k in errors
+                    and errors[k].code() not in _UNREACHABLE_CODES}
+        if not answered:
+            return cluster_failure(last_error, what, self.cluster, REACH_HELP,
+                                   OffsetResolutionError)
+        named = ", ".join(f"{t}/{p}" for t, p in pending[:20])
+        return OffsetResolutionError(
+            f"{what}: {len(pending)} of {len(self.partitions)} partition(s) still answered "
+            f"{' / '.join(sorted(answered))} when the timeout ran out ({named}"
+            f"{', ...' if len(pending) > 20 else ''}) at the Kafka cluster at {self.cluster}: "
+            "their leaders are not settled yet (a topic created a moment ago, or a leader that "
+            "moved). Retry, or raise timeout=."
+        )
+
+    def _refresh_leaders(self, topics: set[str]) -> None:
+        """Ask for the metadata of ``topics`` (until the deadline): the admin client's offset
+        requests go to the leaders it has cached and do not refresh them when a leader moved
+        (it answers ``FENCED_LEADER_EPOCH`` or "no leaders found" until something does)."""
         for topic in sorted(topics):
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                return
             with suppress(KafkaException):  # the next offset request says what is wrong
-                self.admin.list_topics(topic=topic,
-                                       timeout=min(self._remaining(what, last_error), ATTEMPT_S))
+                self.admin.list_topics(topic=topic, timeout=min(left, ATTEMPT_S))
 
 
 def readable_ranges(admin: AdminClient, cluster: str, ranges: OffsetRanges,

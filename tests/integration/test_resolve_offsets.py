@@ -11,6 +11,7 @@ The module's topic has 3 partitions, all timestamps explicit (CreateTime), one m
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from typing import Any
@@ -372,10 +373,36 @@ def test_deleted_records_are_data_loss(kafka_config, kafka_admin, new_topic):
     assert err.value.lost == {(name, 0): 2}
 
 
+def test_partitions_not_led_yet_are_asked_again_and_named_when_the_timeout_runs_out(
+        kafka_config, new_topic):
+    # The metadata shows every partition of a new topic led (new_topic waits for that) seconds
+    # before its broker serves them all: until a partition's log is ready, the broker answers
+    # NOT_LEADER_OR_FOLLOWER for it (1200 partitions: ~16s on a quiet 2-core machine).
+    name = new_topic(partitions=1200)
+    started = time.monotonic()
+    with pytest.raises(OffsetResolutionError) as caught:
+        resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest",
+                        timeout=1)
+    elapsed = time.monotonic() - started
+    message = str(caught.value)
+    found = re.search(r"listing the earliest offsets \(read_committed\): (\d+) of 1200 "
+                      r"partition\(s\) still answered Broker: Not leader for partition when "
+                      rf"the timeout ran out \({re.escape(name)}/\d+, ", message)
+    assert found and 0 < int(found.group(1)) <= 1200, message
+    assert ("their leaders are not settled yet (a topic created a moment ago, or a leader "
+            "that moved). Retry, or raise timeout=.") in message, message
+    assert elapsed < 1 + 3, elapsed
+    # Within a timeout long enough, the resolution asks again until every partition answers.
+    ranges = resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest",
+                             timeout=120)
+    assert len(ranges) == 1200 and ranges.is_empty()
+
+
 def test_resolution_is_batched_for_many_partitions(kafka_config, new_topic, monkeypatch):
     name = new_topic(partitions=1200)
-    # Right after creation some partitions have no leader yet: resolution retries just those.
-    resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest")
+    # Right after creation most partitions are not served yet (the test above): resolution
+    # retries just those, for as long as a loaded machine's broker needs.
+    resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest", timeout=120)
     calls: list[int] = []
     original = AdminClient.list_offsets
 
