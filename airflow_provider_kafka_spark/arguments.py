@@ -188,7 +188,7 @@ class SubscriptionMixin:
                                  owner=self.task_id)
 
 
-SINK_STEPS: tuple[str, ...] = ("describe", "prepare", "write", "commit", "abort")
+SINK_STEPS: tuple[str, ...] = ("describe", "prepare", "intake", "write", "commit", "abort")
 """What a sink must have (:class:`~airflow_provider_kafka_spark.sinks.Sink`'s steps)."""
 
 

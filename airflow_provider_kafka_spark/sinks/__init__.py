@@ -1,6 +1,7 @@
 """Where an ingest's records go: one :class:`Sink` per destination, one module each.
 
     sink.prepare(spark, shaped)   checks on the driver, before anything is read
+    sink.intake(given)            ingest asks once how the sink takes the records (Intake)
     sink.write(df)                the Spark job
     sink.commit(manifest)         make the write visible (files: swap the staged folder in)
     sink.abort()                  after any failure, instead of commit

@@ -8,10 +8,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from airflow_provider_kafka_spark.naming import Dataset
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
+from airflow_provider_kafka_spark.spark.intake import Intake, SinkInput
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -80,6 +81,7 @@ class Sink(ABC):
     (driver-side setup and commit around the tasks' write)::
 
         sink.prepare(spark, shaped)   # on the driver, before anything is read
+        sink.intake(given)            # ingest asks once: how the sink takes the records
         sink.write(df, dead_letters)  # the Spark job (dead_letters: undecodable records or None)
         sink.commit(manifest)         # on the driver: make the write visible
         sink.abort()                  # instead of commit, after any failure
@@ -88,6 +90,12 @@ class Sink(ABC):
       output's schema from ``shaped``, an empty DataFrame with it; formats; locations) and
       raises :class:`ConfigurationError` before anything is read or written. It may set up
       private state (the file sink's staging folder), never visible output.
+    * :meth:`intake` answers, once, how the sink takes the records ``ingest`` describes
+      (:class:`~airflow_provider_kafka_spark.spark.intake.SinkInput`): Spark rows through
+      :meth:`write` (the default), Parquet files the readers land in a folder the sink names,
+      or rows with the readers' split ends; and whether the write is staged until
+      :meth:`commit` and the statistics known only after it
+      (:class:`~airflow_provider_kafka_spark.spark.intake.Intake`).
     * :meth:`write` runs the Spark job and returns the JSON-ready description of the output
       (:meth:`describe` plus what the write reports). ``dead_letters`` (the records that
       could not be decoded: ``key``, ``value`` as read, ``topic``, ``partition``, ``offset``,
@@ -110,15 +118,6 @@ class Sink(ABC):
 
     template_fields: Sequence[str] = ()
     """The attributes Airflow renders when the sink is an operator's argument."""
-
-    stages_write: ClassVar[bool] = False
-    """True when nothing :meth:`write` does is visible before :meth:`commit` (the file sink's
-    staging folder): ``ingest`` then finds corrupt records (``on_corrupt="fail"``) in the
-    write's own pass; otherwise in a read before the write."""
-
-    writes_in_commit: ClassVar[bool] = False
-    """True when :meth:`commit` writes the records (a table's one commit): ``ingest`` knows
-    the statistics after the commit; the manifest it passes holds the ranges but no counts."""
 
     def for_run(self, run: RunInfo) -> Self:
         """This sink for ``run``: a copy with the defaults of what it was not given taken from
@@ -150,6 +149,16 @@ class Sink(ABC):
 
     def prepare(self, spark: SparkSession, shaped: DataFrame) -> None:  # noqa: B027
         """Checks before the read; ``shaped`` has the output's schema and no rows."""
+
+    def intake(self, given: SinkInput) -> Intake:
+        """Right after :meth:`prepare`, before the read: how this sink takes the records
+        ``given`` describes. The default: Spark rows through :meth:`write`, visible as
+        written, the statistics known after the write (``Intake()``).
+
+        Raises:
+            ConfigurationError: the sink cannot take these records; nothing was read.
+        """
+        return Intake()
 
     @abstractmethod
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from airflow_provider_kafka_spark.arguments import checkable
-from airflow_provider_kafka_spark.errors import ConfigurationError
+from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, WriteConfigError
 from airflow_provider_kafka_spark.naming import Dataset, dataset_of_topic
 from airflow_provider_kafka_spark.options import (
     DELIVERY_GUARANTEES,
@@ -19,6 +19,7 @@ from airflow_provider_kafka_spark.options import (
     check_topic_name,
 )
 from airflow_provider_kafka_spark.sinks.base import KafkaConfig, RunInfo, Sink, kafka_config_of
+from airflow_provider_kafka_spark.spark.intake import Intake, RowsWithSplitEnds, SinkInput, SparkRows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -79,8 +80,9 @@ class KafkaSink(Sink):
         self.write_id = write_id
         self.dead_letter_topic = dead_letter_topic
         self.ledger_since = ledger_since
-        self.records_as_read = False
-        self.input_identity: str | None = None
+        self.records_as_read = False  # told by intake(): records not transformed
+        self.input_identity: str | None = None  # told by intake()
+        self._columns: list[str] | None = None  # the output's, from prepare()
         self._check(rendered=False)
 
     def _check(self, *, rendered: bool) -> None:
@@ -152,45 +154,31 @@ class KafkaSink(Sink):
                                "it applies with on_corrupt='dead_letter'; remove it, or "
                                "dead-letter the undecodable records", problem="is not used")
 
-    def bind_input(self, identity: str, *, as_read: bool = False) -> bool:
-        """Declare that the DataFrames :meth:`write` gets are a deterministic function of the
-        pinned input ``identity`` names (``ingest``: the slice's
-        :meth:`~airflow_provider_kafka_spark.offsets.ranges.OffsetRanges.identity`), passed to
+    def intake(self, given: SinkInput) -> Intake:
+        """Spark rows, written as they come (nothing staged). The DataFrames :meth:`write`
+        gets are a deterministic function of ``given.identity`` (the pinned slice), passed to
         ``write_kafka`` as ``input_identity``: with ``exactly_once`` a re-run of ``write_id``
-        with another identity is refused.
-        ``as_read``: the DataFrames come straight from ``read_kafka`` (no transform, no SQL):
-        only their ``key``, ``value``, ``headers`` and ``timestamp`` are written (their
-        ``topic`` and ``partition`` columns would send each record back to where it was
-        read), and the readers' end rows when they have them.
+        with another identity is refused. Records not transformed (as read, or decoded) keep
+        only their ``key``, ``value``, ``headers`` and ``timestamp`` (their ``topic`` and
+        ``partition`` columns would send each record back to where it was read).
 
-        Returns whether the sink wants those end rows (``read_kafka(..., split_ends=True)``):
-        with ``exactly_once`` and ``as_read``. With them the input is read once (no pre-pass):
-        each task checks by its end row that its input is whole; without them ``write_kafka``
-        counts each partition in a pre-pass."""
-        if not isinstance(identity, str) or not identity.strip():
-            raise ConfigurationError(f"KafkaSink.bind_input: identity={identity!r} is not "
-                                     "valid; pass the text that names the pinned input.")
-        self.input_identity = identity
-        self.records_as_read = as_read
-        return as_read and self.delivery_guarantee == "exactly_once"
-
-    def describe(self) -> dict[str, Any]:
-        """``{"topic", "delivery_guarantee", "write_id", "records_written": 0,
-        "skipped_tasks": []}``."""
-        return {"topic": self.topic, "delivery_guarantee": self.delivery_guarantee,
-                "write_id": self.write_id, "records_written": 0, "skipped_tasks": []}
-
-    def prepare(self, spark: SparkSession, shaped: DataFrame) -> None:
-        """Check the output's column names (``write_kafka`` checks their types too, before
-        it writes).
+        With ``exactly_once`` and records as read by the native readers, the readers' end row
+        after each split (:class:`RowsWithSplitEnds`): the input is read once, each task
+        checking by its end row that its input is whole before it commits; otherwise
+        ``write_kafka`` counts each partition in a pre-pass.
 
         Raises:
-            WriteConfigError: a column ``write_kafka`` does not take, or no ``value``.
+            WriteConfigError: the output's columns (from :meth:`prepare`, as this sink writes
+                them) have one ``write_kafka`` does not take, or no ``value``.
         """
-        from airflow_provider_kafka_spark.errors import WriteConfigError
         from airflow_provider_kafka_spark.spark.write.checks import ACCEPTED_COLUMNS
 
-        columns = self._selected(shaped).columns
+        if self._columns is None:
+            raise SinkError("KafkaSink.intake() called without prepare(); call "
+                            "prepare(spark, shaped) first, once per write.")
+        self.input_identity = given.identity
+        self.records_as_read = given.records != "transformed"
+        columns = self._kept(self._columns)
         unknown = [c for c in columns if c not in ACCEPTED_COLUMNS]
         if unknown or "value" not in columns:
             raise WriteConfigError(
@@ -200,6 +188,19 @@ class KafkaSink(Sink):
                 "transform or sql return those (select or rename the columns). Nothing was read "
                 "or written."
             )
+        marked = given.native_as_read and self.delivery_guarantee == "exactly_once"
+        return Intake(RowsWithSplitEnds() if marked else SparkRows())
+
+    def describe(self) -> dict[str, Any]:
+        """``{"topic", "delivery_guarantee", "write_id", "records_written": 0,
+        "skipped_tasks": []}``."""
+        return {"topic": self.topic, "delivery_guarantee": self.delivery_guarantee,
+                "write_id": self.write_id, "records_written": 0, "skipped_tasks": []}
+
+    def prepare(self, spark: SparkSession, shaped: DataFrame) -> None:
+        """Keep the output's column names: :meth:`intake` checks them once it knows which of
+        them this sink writes (``write_kafka`` checks their types too, before it writes)."""
+        self._columns = list(shaped.columns)
 
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
         """``write_kafka`` (one call for the output and the dead letters); returns
@@ -233,17 +234,24 @@ class KafkaSink(Sink):
             described["dead_letter"] = {"topic": self.dead_letter_topic}
         return described
 
+    def _kept(self, columns: Sequence[str]) -> list[str]:
+        """Of ``columns``, those this sink writes: all, or the records' own when they were
+        not transformed (and the readers' end rows' column)."""
+        from airflow_provider_kafka_spark.spark.split_ends import SPLIT_END_COLUMN
+
+        if not self.records_as_read:
+            return list(columns)
+        return [c for c in (*RECORD_COLUMNS, SPLIT_END_COLUMN) if c in columns]
+
     def _selected(self, df: DataFrame) -> DataFrame:
         if not self.records_as_read:
             return df
         from pyspark.sql import functions as F
 
-        from airflow_provider_kafka_spark.spark.split_ends import SPLIT_END_COLUMN
-
         # Header keys read from Kafka are never null; saying so in the type spares write_kafka
         # a pre-pass over the records looking for null keys.
         return df.select(*[_non_null_header_keys(F) if c == "headers" else c
-                           for c in (*RECORD_COLUMNS, SPLIT_END_COLUMN) if c in df.columns])
+                           for c in self._kept(df.columns)])
 
 
 def _non_null_header_keys(F: Any) -> Any:

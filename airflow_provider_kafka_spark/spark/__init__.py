@@ -37,6 +37,13 @@ if TYPE_CHECKING:
     from airflow_provider_kafka_spark.spark.formats import Subject
     from airflow_provider_kafka_spark.spark.ingest import SinkProtocol, ingest
     from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts, IngestResult, PartitionStats
+    from airflow_provider_kafka_spark.spark.intake import (
+        Intake,
+        LandedParquet,
+        RowsWithSplitEnds,
+        SinkInput,
+        SparkRows,
+    )
     from airflow_provider_kafka_spark.spark.read.datasource import (
         FORMAT_NAME,
         KafkaBoundedDataSource,
@@ -58,11 +65,16 @@ _LAZY: dict[str, str] = {
     "DecodeCounts": "airflow_provider_kafka_spark.spark.ingest_result",
     "FORMAT_NAME": "airflow_provider_kafka_spark.spark.read.datasource",
     "IngestResult": "airflow_provider_kafka_spark.spark.ingest_result",
+    "Intake": "airflow_provider_kafka_spark.spark.intake",
     "KafkaBoundedDataSource": "airflow_provider_kafka_spark.spark.read.datasource",
+    "LandedParquet": "airflow_provider_kafka_spark.spark.intake",
     "LostOffsets": "airflow_provider_kafka_spark.spark.read.reader",
     "PartitionStats": "airflow_provider_kafka_spark.spark.ingest_result",
     "PartitionSummary": "airflow_provider_kafka_spark.spark.read.summary",
+    "RowsWithSplitEnds": "airflow_provider_kafka_spark.spark.intake",
+    "SinkInput": "airflow_provider_kafka_spark.spark.intake",
     "SinkProtocol": "airflow_provider_kafka_spark.spark.ingest",
+    "SparkRows": "airflow_provider_kafka_spark.spark.intake",
     "Subject": "airflow_provider_kafka_spark.spark.formats",
     "WriteResult": "airflow_provider_kafka_spark.spark.write.writer",
     "decode_kafka": "airflow_provider_kafka_spark.spark.read.decode",
@@ -105,12 +117,17 @@ __all__ = [
     "KafkaReadError",
     "KafkaWriteError",
     "LedgerError",
+    "Intake",
+    "LandedParquet",
     "LostOffsets",
     "PartitionStats",
     "PartitionSummary",
     "ProducerFencedError",
+    "RowsWithSplitEnds",
     "SchemaRegistryError",
+    "SinkInput",
     "SinkProtocol",
+    "SparkRows",
     "SparkKafkaJarsError",
     "SparkKafkaSourceMissingError",
     "Subject",

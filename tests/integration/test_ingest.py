@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient
 
 from airflow_provider_kafka_spark.errors import ConfigurationError, KafkaSparkError
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
-from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink
+from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, KafkaSink, Sink
 from airflow_provider_kafka_spark.spark import (
     DecodeCounts,
     Decoding,
@@ -333,6 +333,40 @@ def test_exactly_once_into_kafka_reads_the_slice_once(
     assert first.output["records_written"] == 5 and again.output["records_written"] == 0
     assert sorted(bytes(m.value()) for m in read_committed(kafka_config, out, 5)) == sorted(
         [b'{"id": 0}', b'{"id": 1}', b'{"id": 2}', b"not json", b'{"id": 4}'])
+
+
+class Collected(Sink):
+    """A sink of one's own with only the abstract steps: it keeps the rows it is given."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, int, bytes]] = []
+
+    def describe(self) -> dict[str, Any]:
+        return {"sink": "collected"}
+
+    def write(self, df: Any, dead_letters: Any = None) -> dict[str, Any]:
+        self.rows = [(r["partition"], r["offset"], bytes(r["value"])) for r in df.collect()]
+        return {**self.describe(), "rows": len(self.rows)}
+
+
+def test_a_sink_of_your_own_with_only_the_abstract_steps_ingests(
+        spark: Any, kafka_config: dict[str, Any], orders: tuple[str, int]) -> None:
+    """``Sink``'s default answer to ``intake``: Spark rows through ``write``, read once, the
+    statistics from the readers' reports of that pass."""
+    topic, ms = orders
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    sink = Collected()
+
+    result = _read_once(spark, lambda: ingest(spark, ranges, kafka_config, sink,
+                                              max_records_per_split=1), splits=5)
+
+    assert sorted(sink.rows) == [(0, 0, b'{"id": 0}'), (0, 1, b'{"id": 2}'),
+                                 (0, 2, b'{"id": 4}'), (1, 0, b'{"id": 1}'),
+                                 (1, 1, b"not json")]
+    assert result.output == {"sink": "collected", "rows": 5}
+    assert [(p.partition, p.records, p.first_offset, p.last_offset, p.min_timestamp)
+            for p in result.partitions] == [(0, 3, 0, 2, utc(ms)), (1, 2, 0, 1, utc(ms + 1))]
+    assert (result.records, result.bytes) == (5, 54)
 
 
 BAD_ARGUMENTS: list[tuple[dict[str, Any], str]] = [

@@ -81,7 +81,7 @@ the second publish is refused), never mix.
 
 **Where the code is.**
 
-* ``sink.py``: :class:`FileSink` (prepare / write / commit / abort) and
+* ``sink.py``: :class:`FileSink` (prepare / intake / write or adopt / commit / abort) and
   :func:`check_file_sink_arguments`;
 * ``objects.py``: the publish on S3 (one conditional PUT of the manifest) and
   :func:`published_files`;

@@ -1,5 +1,6 @@
 """The :class:`FileSink`: the :class:`~airflow_provider_kafka_spark.sinks.base.Sink` steps of a
-folder of files (prepare / write / commit / abort), and :func:`check_file_sink_arguments`.
+folder of files (prepare / intake / write or adopt / commit / abort), and
+:func:`check_file_sink_arguments`.
 
 The swap it runs is in :mod:`~airflow_provider_kafka_spark.sinks.files.swap`, the file systems
 it runs on in :mod:`~airflow_provider_kafka_spark.sinks.files.filesystems`; the protocol as a
@@ -36,6 +37,7 @@ from airflow_provider_kafka_spark.sinks.files.filesystems import (
 )
 from airflow_provider_kafka_spark.sinks.files.objects import ObjectRun
 from airflow_provider_kafka_spark.sinks.files.swap import MANIFEST_NAME, STAGING_MARK, Layout
+from airflow_provider_kafka_spark.spark.intake import Intake, LandedParquet, SinkInput, SparkRows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -90,7 +92,6 @@ class FileSink(Sink):
     output).
     """
 
-    stages_write = True
     template_fields: Sequence[str] = ("path", "format")
 
     def __init__(self, path: str, *, format: str = "parquet",
@@ -151,7 +152,8 @@ class FileSink(Sink):
                 whose staging folder the executors do not see. Nothing is left behind.
         """
         token = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{uuid.uuid4().hex[:8]}"
-        self._codec = str(self.options.get("compression") or spark.conf.get(
+        given = {k.lower(): v for k, v in self.options.items()}.get("compression")
+        self._codec = str(given or spark.conf.get(  # Spark's option names ignore case
             "spark.sql.parquet.compression.codec", "snappy")).lower()
         self._connect = is_connect_session(spark)
         if is_s3(self.path):
@@ -214,15 +216,22 @@ class FileSink(Sink):
         return {**self.describe(), "dead_letter": {
             "path": f"{self.path.rstrip('/')}/{DEAD_LETTER_FOLDER}", "format": "parquet"}}
 
-    def parquet_folder(self) -> ParquetFolder | None:
-        """The staging folder, for the readers to write the records into as Parquet files
-        themselves (``ingest`` with nothing to decode or transform, then :meth:`adopt`), or
-        None when Spark's writer must write them: a format other than Parquet, options other
-        than ``compression``, ``partition_by``, a file system other than the local one, or a
-        Spark Connect session."""
+    def intake(self, given: SinkInput) -> Intake:
+        """Staged (nothing is visible before :meth:`commit`). Records as read by the native
+        readers land as Parquet files in the staging folder (on S3: the output folder),
+        written by the readers themselves, then :meth:`adopt`; Spark's writer writes them
+        instead (:meth:`write`) for a format other than Parquet, options other than
+        ``compression``, ``partition_by``, a file system other than the local one or S3, a
+        Spark Connect session, or records decoded or transformed."""
+        self._require_prepared("intake")
+        folder = self._landing_folder() if given.native_as_read else None
+        return Intake(LandedParquet(folder, self.adopt) if folder else SparkRows(), staged=True)
+
+    def _landing_folder(self) -> ParquetFolder | None:
+        """The folder the readers may write the records into as Parquet files, or None when
+        Spark's writer must write them (see :meth:`intake`)."""
         from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS, ParquetFolder
 
-        self._require_prepared("parquet_folder")
         local = not self._connect and self._writes_to.startswith("file:/")
         if (self.format.lower() != "parquet" or self.partition_by
                 or not (local or self._objects is not None)
@@ -235,8 +244,9 @@ class FileSink(Sink):
         return ParquetFolder(self._writes_to[len("file:"):], self._codec)
 
     def adopt(self, names: Sequence[str]) -> dict[str, Any]:
-        """Instead of :meth:`write`: the readers wrote the files ``names`` into
-        :meth:`parquet_folder`; every other file there goes. The output's description."""
+        """Instead of :meth:`write`: the readers wrote the files ``names`` into the folder
+        :meth:`intake` named (:class:`LandedParquet`); every other file there goes. The
+        output's description."""
         layout = self._require_prepared("adopt")
         if self._objects is not None:
             self._object_names = sorted(names)

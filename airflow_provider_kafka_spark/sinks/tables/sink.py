@@ -42,6 +42,7 @@ from airflow_provider_kafka_spark.sinks.tables.commits import (
     run_prefix,
     write_id,
 )
+from airflow_provider_kafka_spark.spark.intake import Intake, SinkInput, SparkRows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -82,7 +83,6 @@ class TableSink(Sink):
     format_name = ""
     """``iceberg`` or ``delta``."""
 
-    writes_in_commit = True
     template_fields: Sequence[str] = ("table",)
 
     def __init__(self, table: str, *, application: str | None = None, run: str | None = None,
@@ -231,6 +231,11 @@ class TableSink(Sink):
                 schema = self.table_schema(spark)
         self._schema = schema if WRITE_COLUMN in schema.names else self.table_schema(spark)
         self.location = self.table_location(spark)
+
+    def intake(self, given: SinkInput) -> Intake:
+        """Spark rows, staged: :meth:`write` only keeps them and :meth:`commit` writes them
+        in the run's one table commit, so the statistics are known after the commit."""
+        return Intake(SparkRows(), staged=True, statistics_after_commit=True)
 
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
         """Keep ``df`` for :meth:`commit`, which writes it in the run's one table commit."""

@@ -1,0 +1,164 @@
+"""The decoding step of :func:`~airflow_provider_kafka_spark.spark.ingest.ingest`:
+:func:`decoding_of` (``decode_kafka`` with a :class:`Decoding`'s options, a registry subject
+pinned) and :class:`DecodedSlice` (its output after ``on_corrupt``: the records to write, the
+dead letters, the counts)."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, Observation
+from pyspark.sql import functions as F
+
+from airflow_provider_kafka_spark.decoding import Decoding
+from airflow_provider_kafka_spark.errors import CorruptRecordError, kafka_errors
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
+from airflow_provider_kafka_spark.options import REGISTRY_FORMATS, bad_argument
+from airflow_provider_kafka_spark.spark.formats import Subject, frozen_config, resolve_schema
+from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts
+from airflow_provider_kafka_spark.spark.read.decode import DEAD_LETTER_COLUMNS, decode_kafka
+
+log = logging.getLogger(__name__)
+
+
+def decoding_of(owner: str, decoding: Decoding | None,
+                ranges: OffsetRanges) -> Callable[[DataFrame], DataFrame] | None:
+    """``decode_kafka`` with ``decoding``'s options and ``on_corrupt="dead_letter"`` (ingest
+    applies its own policy to what it marks), a registry format's default subject filled in
+    and a subject's ``latest`` version pinned now; None when nothing is decoded."""
+    if decoding is None:
+        return None
+    registry = decoding.registry_config()
+    topics = sorted({r.topic for r in ranges})
+    schemas = {}
+    for field, fmt, schema in (("key", decoding.key_format, decoding.key_schema),
+                               ("value", decoding.value_format, decoding.value_schema)):
+        if schema is None and fmt in REGISTRY_FORMATS:
+            if len(topics) != 1:
+                raise bad_argument(owner, f"{field}_schema", None,
+                                   f"the ranges cover {len(topics)} topics {topics}; pass "
+                                   f"the reader schema, e.g. Subject('<subject>')",
+                                   problem="is missing")
+            schema = Subject(f"{topics[0]}-{field}")
+        if isinstance(schema, Subject) and schema.version == "latest" and \
+                fmt in REGISTRY_FORMATS:
+            resolved = resolve_schema(frozen_config(registry, f"{field}_format"),
+                                      fmt, schema)
+            schema = Subject(schema.name, resolved.version or "latest")
+        schemas[field] = schema
+    options: dict[str, Any] = {
+        "key_format": decoding.key_format, "value_format": decoding.value_format,
+        "key_schema": schemas["key"], "value_schema": schemas["value"],
+        "schema_registry": registry, "on_corrupt": "dead_letter"}
+    return lambda df: decode_kafka(df, **options)
+
+
+def good_records(marked: DataFrame) -> DataFrame:
+    """The decodable records of ``decode_kafka``'s ``dead_letter`` output, without its
+    dead-letter columns."""
+    return marked.where(F.col("decode_error").isNull()).drop(*DEAD_LETTER_COLUMNS)
+
+
+class DecodedSlice:
+    """A decoded slice (``decode_kafka``'s ``dead_letter`` output) after ``on_corrupt``: the
+    records to write (``good``), the dead letters or None, and the counts.
+
+    With ``skip`` and ``fail`` the counts and the first corrupt record are observed in the
+    pass that writes the records (``DataFrame.observe``), with no job of their own.
+    ``dead_letter`` hands the sink two outputs of one slice, which Spark writes in two jobs:
+    the marked slice is cached and counted first (a slice without corrupt records then has no
+    dead-letter output).
+    """
+
+    def __init__(self, marked: DataFrame, on_corrupt: str, owner: str) -> None:
+        self.on_corrupt, self.owner = on_corrupt, owner
+        self._row: dict[str, Any] | None = None
+        self._cached: DataFrame | None = None
+        self.dead_letters: DataFrame | None = None
+        if on_corrupt == "dead_letter":
+            self._cached = marked.persist(StorageLevel.MEMORY_AND_DISK)
+            self._row = self._aggregate(self._cached)
+            marked = self._cached
+            if self._row["bad"]:
+                kept = [c for c in ("topic", "partition", "offset", "timestamp", "headers")
+                        if c in marked.columns]
+                self.dead_letters = marked.where(_bad()).select(
+                    F.col("raw_key").alias("key"), F.col("raw_value").alias("value"), *kept,
+                    F.col("decode_error").alias("error"))
+            self._observation = None
+        else:
+            self._observation = Observation(f"kafka_spark_decode_{uuid.uuid4().hex}")
+            marked = marked.observe(self._observation, *_counts())
+        self.good = good_records(marked)
+
+    def check(self, marked: Callable[[], DataFrame]) -> None:
+        """With ``on_corrupt="fail"``, raise :class:`CorruptRecordError` when a record could not
+        be decoded: from what the write's pass observed, else from an aggregation job over
+        ``marked()`` (a second read: before the write, for a sink whose write is visible)."""
+        if self.on_corrupt != "fail":
+            return
+        row = self._counted(marked)
+        first = row["first"]
+        if row["bad"]:
+            raise CorruptRecordError(
+                f"{self.owner}: {row['bad']} record(s) could not be decoded; the first is "
+                f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
+                f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
+                "schema, or pass on_corrupt='skip' or 'dead_letter'.",
+                topic=first["topic"], partition=first["partition"], offset=first["offset"])
+
+    def counts(self, marked: Callable[[], DataFrame]) -> DecodeCounts:
+        """The counts, once the records were written (see :meth:`check` for ``marked``)."""
+        row = self._counted(marked)
+        good, corrupt = int(row["rows"]) - int(row["bad"]), int(row["bad"])
+        return DecodeCounts(decoded=good, skipped=corrupt if self.on_corrupt == "skip" else 0,
+                            dead_lettered=corrupt if self.dead_letters is not None else 0)
+
+    def release(self) -> None:
+        """Drop the cached slice (``dead_letter``)."""
+        if self._cached is not None:
+            self._cached.unpersist()
+
+    def _counted(self, marked: Callable[[], DataFrame]) -> dict[str, Any]:
+        if self._row is None:
+            self._row = _observed(self._observation) if self._observation else None
+        if self._row is None:
+            log.info("Counting the decoded records in a job of their own.")
+            self._row = self._aggregate(marked())
+        return self._row
+
+    @staticmethod
+    def _aggregate(marked: DataFrame) -> dict[str, Any]:
+        with kafka_errors():
+            row = marked.agg(*_counts()).first()
+        assert row is not None
+        return row.asDict(recursive=False)
+
+
+def _bad() -> Column:
+    return F.col("decode_error").isNotNull()
+
+
+def _counts() -> tuple[Column, ...]:
+    """What a decoded slice's pass observes: its rows, the corrupt ones, the first of those."""
+    return (F.count(F.lit(1)).alias("rows"), F.count_if(_bad()).alias("bad"),
+            F.min(F.when(_bad(), F.struct("topic", "partition", "offset", "decode_error")))
+            .alias("first"))
+
+
+def _observed(observation: Observation) -> dict[str, Any] | None:
+    """What ``observation`` saw, or None when the plan that carried it has not run (a
+    transform that did not read it, or a sink that has not written yet)."""
+    from pyspark.errors import PySparkAssertionError
+
+    java = getattr(observation, "_jo", None)  # a classic session's; Spark Connect has none
+    if java is not None and not java.future().isCompleted():
+        return None
+    try:
+        return dict(observation.get)
+    except PySparkAssertionError:
+        return None
