@@ -205,6 +205,7 @@ def ingest(
         sink.prepare(spark, shaped)
         intake = checked_intake(owner, sink, sink.intake(given), given)
         after_commit = intake.statistics_after_commit
+        in_write_pass = intake.staged and not after_commit  # corrupt records found in the write
         lost, summary = LostOffsets(), ReadSummary()
         summaries: list[PartitionSummary] | None = None
         with report_progress(spark, offset_ranges, owner=owner,
@@ -221,13 +222,13 @@ def ingest(
                     good, dead_letters = records, None
                     if decoding:
                         decoded = DecodedSlice(decoding(records), on_corrupt, owner)
-                        if on_corrupt == "fail" and not (intake.staged and not after_commit):
+                        if on_corrupt == "fail" and not in_write_pass:
                             decoded.check(marked)  # nothing of it may be visible
                         good, dead_letters = decoded.good, decoded.dead_letters
                     output = sink.write(transformation.apply(good, checking=False),
                                         dead_letters)
                     if not after_commit:
-                        if decoded is not None:  # a staged write: corrupt records fail it here
+                        if decoded is not None:  # in_write_pass: corrupt records fail it here
                             decoded.check(marked)
                         summaries = _summaries(summary, read)
             counts = None if decoded is None or after_commit else decoded.counts(marked)
