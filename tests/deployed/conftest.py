@@ -1,9 +1,10 @@
 """A real Airflow 3 (api-server, scheduler, dag-processor, triggerer; LocalExecutor) on a
 PostgreSQL metadata DB, as production Airflow and docker-compose.yml run, started once per test
 session by the same code as ``scripts/airflow-local start --db postgres``
-(``tools/airflow_stack.py``; the server from Debian's binaries, ``tools/postgres_server.py``),
-on the session's Kafka broker, and stopped at the end even when tests fail (the server too, its
-data deleted). Tests drive it through the REST API only, like a user or a CI job would.
+(``tests/support/deployed.deployed_airflow``: ``tools/airflow_stack.py``; the server from
+Debian's binaries, ``tools/postgres_server.py``), on the session's Kafka broker, and stopped at
+the end even when tests fail (the server too, its data deleted). Tests drive it through the
+REST API only, like a user or a CI job would.
 """
 
 from __future__ import annotations
@@ -12,9 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.deployed import TEST_STACK_ENV, AirflowApi
-from tools.airflow_stack import airflow_stack
-from tools.local_broker import free_port
+from tests.support.deployed import AirflowApi, deployed_airflow
 
 
 @pytest.fixture(scope="session")
@@ -23,7 +22,6 @@ def airflow(kafka_bootstrap: str, tmp_path_factory: pytest.TempPathFactory) -> I
     session ends. Tests put DAG files of their own in ``stack.extra_dags`` (a second DAG
     bundle, looked at every 2 s)."""
     run_dir = tmp_path_factory.mktemp("airflow-local")
-    with airflow_stack(run_dir, port=free_port(), bootstrap=kafka_bootstrap,
-                       extra_env=TEST_STACK_ENV, db="postgres",
-                       extra_dags=run_dir / "extra-dags") as stack:
-        yield AirflowApi(stack)
+    with deployed_airflow(run_dir, bootstrap=kafka_bootstrap,
+                          extra_dags=run_dir / "extra-dags") as airflow:
+        yield airflow

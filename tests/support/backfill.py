@@ -42,10 +42,6 @@ CURRENT_HOUR = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
 T0 = CURRENT_HOUR - timedelta(hours=HOURS + 2)
 MS0 = int(T0.timestamp() * 1000)
 BACKFILL_TIMEOUT_S = 1200.0
-# How long `airflow backfill create` is tried again while SQLite reports "database is
-# locked": 120 s ran out once with the machine at load 9-10 (the tables tier's backfill with
-# --reprocess-behavior completed, which clears 24 runs in the same transaction).
-LOCKED_RETRY_S = 300.0
 # The scheduler marks a backfill complete every 30 s (Airflow's fixed interval); a new backfill
 # of the DAG waits for that first.
 COMPLETE_TIMEOUT_S = 180.0
@@ -204,21 +200,8 @@ def backfill(airflow: AirflowApi, dag_id: str, conf: dict[str, Any],
                "--max-active-runs", "4", "--dag-run-conf", json.dumps(conf), *options)
     wait_for_backfills_complete(airflow, dag_id)
     airflow.pause(dag_id)
-    deadline = time.monotonic() + LOCKED_RETRY_S
-    while (cli := airflow.stack.cli(*command)).returncode:
-        # SQLite takes one writer at a time: the command's transaction reads, then may lose the
-        # race for the write lock ("database is locked"; more likely under load, and with
-        # --reprocess-behavior, which clears runs first). A half-created backfill left behind
-        # would block the next one: cancel it, and run the command again, as a user would.
-        # Any other failure fails the test. (Seen with Airflow 3.3.2: Airflow's clean-up of
-        # the failed attempt deleted the runs it had already cleared; the next attempt creates
-        # them again under the same run ids, which keep their pinned ranges.)
-        output = cli.stdout[-2000:] + cli.stderr[-4000:]
-        assert "database is locked" in output, output
-        assert time.monotonic() < deadline, output
-        for orphan in airflow.call("GET", f"/api/v2/backfills?dag_id={dag_id}")["backfills"]:
-            if orphan["completed_at"] is None:
-                airflow.call("PUT", f"/api/v2/backfills/{orphan['id']}/cancel")
+    cli = airflow.stack.cli(*command)
+    assert cli.returncode == 0, cli.stdout[-2000:] + cli.stderr[-4000:]
     backfills = airflow.call("GET", f"/api/v2/backfills?dag_id={dag_id}&order_by=-id")
     newest = backfills["backfills"][0]
     assert (newest["max_active_runs"], newest["dag_run_conf"], newest["completed_at"]) == \

@@ -1,4 +1,5 @@
-"""The deployed tests' client of the real Airflow's REST API (``tests/deployed``)."""
+"""The suite's real Airflow (``tests/deployed``, ``tests/tables``): ``deployed_airflow`` starts
+one on PostgreSQL, ``AirflowApi`` is the tests' client of its REST API."""
 
 from __future__ import annotations
 
@@ -7,10 +8,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
-from tools.airflow_stack import Stack, db_kind
+from tools.airflow_stack import EXAMPLE_DAGS, Stack, airflow_stack
+from tools.local_broker import free_port
 
 RUN_TIMEOUT_S = 180.0
 # The tests' Spark jobs are tiny and the ingest tasks start a JVM each (several at once in a
@@ -28,8 +33,26 @@ SMALL_SPARK_JOBS = {"SPARK_SUBMIT_OPTS": SMALL_JVM_OPTS}
 # asks for when it is due (see there).
 TEST_STACK_ENV = {**SMALL_SPARK_JOBS, "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "3600"}
 """What the test stacks' services get beside the launcher's settings (``extra_env``)."""
-DB_RETRIES = 5  # on SQLite only: see AirflowApi.call
 PARSE_TIMEOUT_S = 120.0
+
+
+@contextmanager
+def deployed_airflow(run_dir: Path, *, bootstrap: str, extra_env: Mapping[str, str] | None = None,
+                     dags: Sequence[str] = EXAMPLE_DAGS,
+                     extra_dags: Path | None = None) -> Iterator[AirflowApi]:
+    """A real Airflow for tests (``tools/airflow_stack.airflow_stack``, the launcher's code) in
+    ``run_dir``, on ``bootstrap``'s broker, its services with ``TEST_STACK_ENV`` and
+    ``extra_env``, ready once ``dags`` are parsed; stopped at the end, also on failure.
+
+    Its metadata DB is a PostgreSQL server of its own, deleted with it, as production Airflow
+    runs: on SQLite, one writer at a time, a loaded machine made writes lose the lock (a task
+    that had done its work and pushed its XCom marked failed; ``airflow backfill create``
+    refused). So no Airflow of the suite's services runs on SQLite.
+    """
+    with airflow_stack(run_dir, port=free_port(), bootstrap=bootstrap,
+                       extra_env={**TEST_STACK_ENV, **(extra_env or {})}, dags=dags,
+                       db="postgres", extra_dags=extra_dags) as stack:
+        yield AirflowApi(stack)
 
 
 class AirflowApi:
@@ -38,34 +61,19 @@ class AirflowApi:
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
         self.token = stack.token()
-        self.db_retries = DB_RETRIES if db_kind(stack.database) == "sqlite" else 0
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        """One request; the JSON answer. An HTTP error fails the test with the answer's text.
-
-        On SQLite (the ``tables`` tier's Airflow; tests/deployed runs on PostgreSQL) one writer
-        goes at a time, and a request whose transaction read first and then loses the race for
-        the write lock fails at once ("database is locked", a 500 "Database error", rolled
-        back): such a request is sent again, up to ``DB_RETRIES`` times. On PostgreSQL any
-        error fails the test at once.
-        """
-        for attempt in range(self.db_retries + 1):
-            request = urllib.request.Request(
-                f"{self.stack.url}{path}", method=method,
-                data=None if body is None else json.dumps(body).encode(),
-                headers={"Content-Type": "application/json",
-                         "Authorization": f"Bearer {self.token}"})
-            try:
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    text = response.read().decode()
-                return json.loads(text) if text else None
-            except urllib.error.HTTPError as exc:
-                answer = exc.read().decode()
-                if exc.code != 500 or '"Database error"' not in answer \
-                        or attempt == self.db_retries:
-                    raise AssertionError(f"{method} {path} -> {exc.code}: {answer}") from None
-            time.sleep(1.0)
-        raise AssertionError("unreachable")
+        """One request; the JSON answer. An HTTP error fails the test with the answer's text."""
+        request = urllib.request.Request(
+            f"{self.stack.url}{path}", method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:
+                text = response.read().decode()
+        except urllib.error.HTTPError as exc:
+            raise AssertionError(f"{method} {path} -> {exc.code}: {exc.read().decode()}") from None
+        return json.loads(text) if text else None
 
     def wait_parsed(self, dag_id: str, timeout: float = 60.0) -> None:
         """Until the DAG processor has parsed ``dag_id`` (an import error of its file fails

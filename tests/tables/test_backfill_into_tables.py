@@ -6,9 +6,11 @@ once all along; every run is one table commit each time it runs, and reprocessin
 same rows with one new commit per run.
 
 A real Airflow (api-server, scheduler, dag-processor, triggerer; LocalExecutor) under
-``.venv-tables``, on the tier's broker, with ``tests/tables/dags`` as its DAGs folder; the tasks
-start their own Spark 4.1 drivers with the tier's jars and the Iceberg catalog ``lake`` in the
-tier's warehouse, which the test reads through ``table_spark``. The topic is the one of
+``.venv-tables``, on a PostgreSQL metadata DB of its own as in ``tests/deployed``
+(``tests/support/deployed.deployed_airflow``), on the tier's broker, with ``tests/tables/dags``
+as its DAGs folder; the tasks start their own Spark 4.1 drivers with the tier's jars and the
+Iceberg catalog ``lake`` in the tier's warehouse, which the test reads through
+``table_spark``. The topic is the one of
 ``tests/deployed/test_backfill.py`` (``tests/support/backfill.py``): four hours hold records.
 """
 
@@ -34,10 +36,9 @@ from tests.support.backfill import (
     records_by_hour,
     run_ranges,
 )
-from tests.support.deployed import TEST_STACK_ENV, AirflowApi
+from tests.support.deployed import AirflowApi, deployed_airflow
 from tests.tables.cases import Table, create
-from tools.airflow_stack import ROOT, airflow_stack
-from tools.local_broker import free_port
+from tools.airflow_stack import ROOT
 from tools.table_killpoint import table_conf
 from tools.tables_jars import fetch_table_jars
 
@@ -56,11 +57,11 @@ def table_airflow(kafka_bootstrap: str, warehouses: Any,
     """The real Airflow of this module, running ``tests/tables/dags``; stopped at the end."""
     spark_conf = {**table_conf(warehouses.lake),
                   "spark.jars": ",".join(str(jar) for jar in fetch_table_jars())}
-    env = {**TEST_STACK_ENV, "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+    env = {"AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
            "KAFKA_SPARK_TEST_SPARK_CONF": json.dumps(spark_conf)}
-    with airflow_stack(tmp_path_factory.mktemp("airflow-tables"), port=free_port(),
-                       bootstrap=kafka_bootstrap, extra_env=env, dags=(DAG_ID,)) as stack:
-        yield AirflowApi(stack)
+    with deployed_airflow(tmp_path_factory.mktemp("airflow-tables"), bootstrap=kafka_bootstrap,
+                          extra_env=env, dags=(DAG_ID,)) as airflow:
+        yield airflow
 
 
 def hour_of(h: int) -> str:
@@ -90,6 +91,9 @@ def test_backfills_a_retry_and_a_clear_leave_each_record_once_in_the_table(
         table_airflow: AirflowApi, table_spark: Any, warehouses: Any, new_topic: Any,
         kafka_config: dict[str, Any], kafka_admin: Any) -> None:
     airflow = table_airflow
+    # Its metadata DB is PostgreSQL, as in tests/deployed: on SQLite, under load, a task
+    # that had written its table commit and pushed its XCom was marked failed.
+    assert airflow.stack.database.startswith("postgresql+psycopg2://"), airflow.stack.database
     topic = new_topic(partitions=3, **{"retention.ms": "-1"})
     produce_hours(kafka_config, kafka_admin, topic)
     by_hour = records_by_hour(kafka_config, topic)
@@ -163,9 +167,7 @@ def test_backfills_a_retry_and_a_clear_leave_each_record_once_in_the_table(
     assert run_ranges(airflow, DAG_ID, second) == ranges
     rewritten = outputs(airflow, second, hours)
     previous = {**{h: written[h]["write_id"] for h in hours}, 0: redone["write_id"]}
-    # Every run's rows are replaced in one new commit, also those of a run Airflow deleted and
-    # created again under the same run id (its clean-up after a `backfill create` that lost
-    # SQLite's write lock: tests/support/backfill.py), whose clear number starts at 0 again.
+    # Every run's rows are replaced in one new commit.
     assert {h: (o["committed"], o["skipped"], o["records_written"], o["replaced"])
             for h, o in rewritten.items()} == {
         h: (True, False, len(by_hour[h]), [previous[h]]) for h in hours}
