@@ -5,7 +5,9 @@
 
 * a Kafka broker (``scripts/kafka-broker`` into ``DIR/kafka``) unless a bootstrap address is
   given (``KAFKA_BOOTSTRAP_SERVERS`` for the script);
-* the metadata DB, ``db``: ``"sqlite"`` (the default) is one file, ``DIR/home/airflow.db``;
+* the metadata DB, ``db``: ``"sqlite"`` (the default) is one file, ``DIR/home/airflow.db``,
+  for a first look (one writer at a time: backfills and parallel runs want PostgreSQL, and
+  the summary ``start`` prints says so);
   ``"postgres"`` is a PostgreSQL server of its own in ``DIR/postgres`` (``tools/postgres_server``:
   Debian's binaries, ``initdb`` the first time, loopback, by pid) with the database
   ``airflow``, reached through psycopg2 (and asyncpg, which Airflow derives for its async
@@ -71,6 +73,11 @@ HOST = "127.0.0.1"
 # The metadata DBs start() can set up; SQLite needs no server, so a first look starts fastest.
 DATABASES = ("sqlite", "postgres")
 DEFAULT_DB = "sqlite"
+# What start's summary says of a stack on SQLite: one writer at a time, so under load a write
+# that waited too long for the lock fails (a task that did its work marked failed, an `airflow
+# backfill create` refused).
+SQLITE_NOTE = ("SQLite is for a first look: backfills and parallel runs want --db postgres "
+               "(SQLite takes one writer at a time)")
 POSTGRES_DIR = "postgres"  # DIR/postgres: the server's pid, log, data and connection.json
 POSTGRES_DATABASE = "airflow"
 
@@ -525,11 +532,15 @@ def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None,
 
 
 def login_hint(stack: Stack) -> str:
+    """What ``scripts/airflow-local start`` prints once ``stack`` is ready: the UI and login,
+    the broker, the metadata DB (on SQLite, ``SQLITE_NOTE`` on the next line), the output
+    and DAG folders, and how to restart or stop it."""
     return (f"Airflow UI: {stack.url}  (login: {stack.username} / {stack.password}; the password "
             f"is in {stack.run_dir / 'home' / PASSWORDS_FILE})\n"
             f"Kafka: bootstrap.servers={stack.bootstrap} (connection kafka_default), topic "
             f"{DEMO_TOPIC}\nmetadata DB: {stack.database}\n"
-            f"output of the example DAGs: {stack.output_root}/<dag_id>/...\n"
+            + (f"{SQLITE_NOTE}\n" if db_kind(stack.database) == "sqlite" else "")
+            + f"output of the example DAGs: {stack.output_root}/<dag_id>/...\n"
             + (f"your DAGs: {stack.extra_dags} (the bundle {EXTRA_BUNDLE!r}, looked at every "
                f"{EXTRA_BUNDLE_REFRESH_S} s)\n" if stack.extra_dags else "")
             + f"logs: {stack.run_dir}/<service>.log   restart one: scripts/airflow-local "

@@ -3,7 +3,9 @@
 that folder is parsed beside the example DAGs and its run resolves exactly the offsets produced;
 ``start --dags FOLDER`` against the running stack answers with it; ``restart scheduler`` ends
 the scheduler, starts a new one (a new pid, the old one gone) and returns with the stack
-healthy, and the user's DAG runs again under the new scheduler and resolves the new offsets."""
+healthy, and the user's DAG runs again under the new scheduler and resolves the new offsets.
+What ``start`` prints of a stack on SQLite (the default) says it is for a first look; of one on
+PostgreSQL, not."""
 
 from __future__ import annotations
 
@@ -16,13 +18,15 @@ from typing import Any
 import pytest
 
 from tests.support.deployed import AirflowApi
-from tools.airflow_stack import EXAMPLE_DAGS, HEALTH_COMPONENTS, ROOT
+from tools.airflow_stack import EXAMPLE_DAGS, HEALTH_COMPONENTS, ROOT, Stack, login_hint, sqlite_url
 from tools.kafka_records import produce
 from tools.processes import alive, read_pid
 
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 
 LAUNCHER = ROOT / "scripts" / "airflow-local"
+FIRST_LOOK = ("SQLite is for a first look: backfills and parallel runs want --db postgres "
+              "(SQLite takes one writer at a time)")
 PARSE_TIMEOUT_S = 90.0  # the extra bundle is looked at every 2 s; a parse takes a few seconds
 
 DAG_FILE = '''
@@ -72,6 +76,8 @@ def test_a_dag_folder_of_ones_own_and_a_restarted_scheduler(
                          "--dags", str(dags))
         assert again.returncode == 0, again.stderr
         assert f"your DAGs: {dags} (the bundle 'extra'" in again.stdout, again.stdout
+        assert "metadata DB: postgresql+psycopg2://" in again.stdout, again.stdout
+        assert "SQLite" not in again.stdout, again.stdout
         other = launcher("start", "--dir", str(stack.run_dir), "--db", "postgres",
                          "--dags", str(dags.parent))
         assert other.returncode == 1
@@ -113,3 +119,15 @@ def test_restart_refuses_an_unknown_service_and_a_folder_without_a_stack(
     assert "--dags" in missing.stderr and "no such folder" in missing.stderr
     assert not (tmp_path / "stack.json").exists()
 
+
+
+def test_start_on_sqlite_says_it_is_for_a_first_look(tmp_path: Path) -> None:
+    # What `start` prints once the stack is ready (login_hint), for the default DB: the line
+    # right after the metadata DB's.
+    stack = Stack(run_dir=tmp_path, url="http://127.0.0.1:8080", username="admin",
+                  password="secret", bootstrap="127.0.0.1:9092", broker_started=False,
+                  database=sqlite_url(tmp_path))
+    lines = login_hint(stack).splitlines()
+    at = lines.index(f"metadata DB: {sqlite_url(tmp_path)}")
+    assert lines[at + 1] == FIRST_LOOK
+    assert [line for line in lines if "SQLite" in line] == [FIRST_LOOK]
