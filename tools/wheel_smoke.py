@@ -7,10 +7,16 @@ What :mod:`tools.version_matrix` runs in each cell (and ``tests/wheel``), agains
 1. the package imports from this venv's site-packages (never a source tree), with its native
    module, and no ``cargo``, ``cmake`` or C compiler is on ``PATH``;
 2. Airflow parses the example DAGs of ``--dags`` with no import error;
-3. ``resolve_offsets`` pins exactly the records produced into a new 2-partition topic;
+3. ``resolve_offsets`` pins exactly the records produced into a new 2-partition topic (those
+   of partition 1 with headers, those of partition 0 without);
 4. ``read_kafka`` (the native reader, in Spark's Python workers) reads exactly those records;
-5. ``write_kafka(..., delivery_guarantee="exactly_once")`` writes them to a second topic, and a
-   ``read_committed`` consumer reads exactly that multiset back.
+5. ``ingest`` writes them into each sink the cell can run (:data:`SINKS`): a ``FileSink``
+   (Parquet, read back with Spark), and a ``KafkaSink`` with ``at_least_once`` and with
+   ``exactly_once`` (a new topic each, read back with a ``read_committed`` consumer); each
+   read back as exactly the multiset of records produced, headers included. Iceberg and
+   Delta are not among them: their Spark runtimes are jars (``tools/tables/pom.xml``) that no
+   cell has (its venv holds the wheel, PySpark and Airflow only); ``tests/tables`` runs those
+   sinks on PySpark 4.1.
 
 Prints one JSON object (the versions found and what was read and written) on a line that
 starts with :data:`REPORT`;
@@ -69,7 +75,14 @@ def parse_dags(dags: Path) -> list[str]:
     return sorted(bag.dag_ids)
 
 
-def produce(config: dict[str, Any], topic: str) -> set[tuple[int, bytes, bytes]]:
+Headers = tuple[tuple[str, bytes | None], ...]
+Produced = tuple[int, bytes, bytes, Headers]
+"""(partition, key, value, headers) of a record produced."""
+
+
+def produce(config: dict[str, Any], topic: str) -> set[Produced]:
+    """Records into partitions 0 (no headers) and 1 (two headers each, one with a null
+    value)."""
     from confluent_kafka import Producer
 
     producer = Producer({**config, "enable.idempotence": True})
@@ -78,8 +91,10 @@ def produce(config: dict[str, Any], topic: str) -> set[tuple[int, bytes, bytes]]
     for partition in (0, 1):
         for i in range(RECORDS_PER_PARTITION):
             key, value = f"k{partition}-{i}".encode(), f"v{partition}-{i}".encode()
-            producer.produce(topic, value, key, partition=partition, timestamp=now_ms + i)
-            expected.add((partition, key, value))
+            headers: Headers = (("n", str(i).encode()), ("none", None)) if partition else ()
+            producer.produce(topic, value, key, partition=partition, timestamp=now_ms + i,
+                             headers=list(headers) or None)
+            expected.add((partition, key, value, headers))
     if producer.flush(30):
         fail("the records were not all delivered within 30 s")
     return expected
@@ -93,8 +108,9 @@ def create_topics(config: dict[str, Any], *topics: str) -> None:
         future.result(30)
 
 
-def read_back(config: dict[str, Any], topic: str) -> list[tuple[int, bytes, bytes]]:
-    """Every committed record of ``topic`` (2 partitions), read to the end of each."""
+def read_back(config: dict[str, Any], topic: str) -> list[tuple[Any, ...]]:
+    """Every committed record of ``topic`` (2 partitions), read to the end of each: (key,
+    value, headers)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({**config, "group.id": f"smoke-{uuid.uuid4().hex}",
@@ -102,7 +118,7 @@ def read_back(config: dict[str, Any], topic: str) -> list[tuple[int, bytes, byte
     ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
             for p in (0, 1)}
     consumer.assign([TopicPartition(topic, p, 0) for p in (0, 1)])
-    found: list[tuple[int, bytes, bytes]] = []
+    found: list[tuple[Any, ...]] = []
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         positions = {tp.partition: tp.offset for tp in consumer.position(
@@ -111,11 +127,50 @@ def read_back(config: dict[str, Any], topic: str) -> list[tuple[int, bytes, byte
             break
         message = consumer.poll(0.5)
         if message is not None and message.error() is None:
-            found.append((message.partition(), message.key(), message.value()))
+            found.append((message.key(), message.value(), tuple(message.headers() or ())))
     else:
         fail(f"{topic} was not read to its end {ends} within 60 s")
     consumer.close()
     return found
+
+
+SINKS = ("files", "kafka_at_least_once", "kafka_exactly_once")
+"""The sinks each cell ingests into (``kafka_<delivery guarantee>``)."""
+
+
+def headers_of(row: Any) -> Headers:
+    """A Spark row's ``headers`` as (key, value) pairs (an empty list, or none: ())."""
+    return tuple((h["key"], None if h["value"] is None else bytes(h["value"]))
+                 for h in row["headers"] or ())
+
+
+def ingest_into(sink: str, spark: Any, ranges: Any, config: dict[str, Any], topic: str | None,
+                folder: Path, expected: set[Produced]) -> dict[str, int]:
+    """``ingest`` the pinned ``ranges`` into ``sink`` (of :data:`SINKS`; ``topic`` for a Kafka
+    sink, ``folder`` for the file sink); read them back and require exactly the records
+    produced. Returns the records ingested, written (Kafka) and read back."""
+    from airflow_provider_kafka_spark.sinks import FileSink, KafkaSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    if sink == "files":
+        result = ingest(spark, ranges, config, FileSink(str(folder)))
+        rows = spark.read.parquet(str(folder)).collect()
+        back = [(bytes(r["key"]), bytes(r["value"]), headers_of(r)) for r in rows]
+        counts = {"records": result.records}
+    elif topic is None:
+        fail(f"no topic for the sink {sink}")
+    else:
+        guarantee = sink.removeprefix("kafka_")
+        result = ingest(spark, ranges, config, KafkaSink(
+            topic, kafka_config=config, delivery_guarantee=guarantee,
+            transactional_id_prefix=f"smoke-{topic}", write_id=f"smoke-{uuid.uuid4().hex}"))
+        back = read_back(config, topic)
+        counts = {"records": result.records, "written": result.output["records_written"]}
+    wanted = sorted((key, value, headers) for _, key, value, headers in expected)
+    if sorted(back) != wanted:
+        fail(f"ingest into {sink}: read back {len(back)} records, expected once each of the "
+             f"{len(wanted)} produced")
+    return {**counts, "read_back": len(back)}
 
 
 def main() -> int:
@@ -129,11 +184,12 @@ def main() -> int:
     report["dags"] = parse_dags(args.dags)
 
     from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
-    from airflow_provider_kafka_spark.spark import read_kafka, spark_session, write_kafka
+    from airflow_provider_kafka_spark.spark import read_kafka, spark_session
 
     config = {"bootstrap.servers": args.bootstrap_servers}
-    source, sink = f"smoke.in.{uuid.uuid4().hex[:8]}", f"smoke.out.{uuid.uuid4().hex[:8]}"
-    create_topics(config, source, sink)
+    source = f"smoke.in.{uuid.uuid4().hex[:8]}"
+    outputs = {sink: f"smoke.{sink}.{uuid.uuid4().hex[:8]}" for sink in SINKS if sink != "files"}
+    create_topics(config, source, *outputs.values())
     expected = produce(config, source)
 
     ranges = resolve_offsets(config, Subscription.topics([source]), "earliest", "latest")
@@ -148,23 +204,21 @@ def main() -> int:
                                             "spark.local.dir": str(args.work)})
     try:
         df = read_kafka(spark, ranges, config, max_records_per_split=25)
-        rows = df.select("partition", "key", "value").collect()
-        read = [(r["partition"], bytes(r["key"]), bytes(r["value"])) for r in rows]
-        if len(read) != len(expected) or set(read) != expected:
-            fail(f"read {len(read)} records, expected exactly the {len(expected)} produced")
-        report["read"] = len(read)
-
-        result = write_kafka(df.select("key", "value"), config, topic=sink,
-                             delivery_guarantee="exactly_once", transactional_id_prefix="smoke",
-                             write_id=f"smoke-{uuid.uuid4().hex}")
-        report["written"] = result.records_written
+        rows = df.select("partition", "key", "value", "headers").collect()
+        read = {(r["partition"], bytes(r["key"]), bytes(r["value"]), headers_of(r))
+                for r in rows}
+        if len(rows) != len(expected) or read != expected:
+            fail(f"read {len(rows)} records, expected exactly the {len(expected)} produced")
+        report["read"] = len(rows)
+        report["ingested"], report["ingest_seconds"] = {}, {}
+        for sink in SINKS:
+            started = time.monotonic()
+            report["ingested"][sink] = ingest_into(sink, spark, ranges, config,
+                                                   outputs.get(sink), args.work / "files",
+                                                   expected)
+            report["ingest_seconds"][sink] = round(time.monotonic() - started, 1)
     finally:
         spark.stop()
-    written = sorted((k, v) for _, k, v in read_back(config, sink))
-    if written != sorted((k, v) for _, k, v in expected):
-        fail(f"read back {len(written)} records from {sink}, expected once each of the "
-             f"{len(expected)} read")
-    report["read_back"] = len(written)
     print(REPORT + json.dumps(report, sort_keys=True), flush=True)
     return 0
 
