@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from contextlib import suppress
 from typing import Any, Literal, TypeVar
 
@@ -45,6 +45,7 @@ Key = tuple[str, int]
 """A partition: ``(topic, partition)``."""
 T = TypeVar("T")
 E = TypeVar("E", bound=KafkaSparkError)
+V = TypeVar("V")
 
 # Leadership not settled yet (e.g. right after topic creation); librdkafka's admin results do
 # not always flag these as retriable. _NOENT: "Failed to query partition leaders: No leaders
@@ -94,6 +95,16 @@ this client out: the operation fails then, not after its whole ``timeout``, whic
 cluster that answers but is slow to settle (a leader or coordinator moving). The same as
 ``write_kafka``'s default ``metadata_timeout_s``."""
 
+TOPIC_PROPAGATION_S = 5.0
+"""Seconds a topic the caller names, missing from the cluster's metadata, is looked up again
+before that is an error (:func:`wait_for_topics`): ``create_topics`` returns once the
+controller recorded a topic, and a broker's metadata shows it a moment later (0.1-3 s seen; a
+client connected already, asking at once, is told it does not exist). A pattern is never
+waited for: matching nothing is an answer."""
+
+TOPIC_RECHECK_S = 0.25
+"""Seconds between two lookups of the metadata while named topics are missing."""
+
 REACHABLE = ("Check that bootstrap.servers is right and that the brokers are up and reachable "
              "from here (host, port, advertised listeners, firewall, security.protocol)")
 REACH_HELP = f"{REACHABLE}, or raise timeout=."
@@ -139,7 +150,9 @@ def list_partitions(
     """The subscription's ``(topic, partition)`` pairs as the cluster has them now, sorted.
 
     ``timeout``: seconds to wait for the cluster's metadata (a positive, finite number), at
-    most :data:`CONNECT_TIMEOUT_S` (10 s).
+    most :data:`CONNECT_TIMEOUT_S` (10 s) for a first answer. A named topic the metadata does
+    not show is looked up again for :data:`TOPIC_PROPAGATION_S` (5 s) within ``timeout``
+    before it is unknown (a topic created a moment ago); a pattern does not wait.
 
     Raises:
         ConfigurationError: a bad ``timeout`` or config; OffsetSpecError: not a Subscription.
@@ -149,7 +162,44 @@ def list_partitions(
     seconds = check_timeout(timeout)
     check_subscription(subscription)
     admin, cluster = cluster_admin(kafka_config)
-    return subscription.select(partition_counts(admin, cluster, seconds))
+    return subscribed_partitions(admin, cluster, subscription, time.monotonic() + seconds)
+
+
+def subscribed_partitions(admin: AdminClient, cluster: str, subscription: Subscription,
+                          deadline: float) -> list[Key]:
+    """``subscription.select`` of the cluster's :func:`partition_counts`; topics it names that
+    the metadata does not show are looked up again for :data:`TOPIC_PROPAGATION_S` seconds
+    (:func:`wait_for_topics`), within ``deadline`` (``time.monotonic()``), before they are an
+    error saying how long they were waited for.
+
+    Raises:
+        OffsetResolutionError: see :meth:`Subscription.select`, or no broker answered within
+            ``min(seconds left, CONNECT_TIMEOUT_S)``.
+        KafkaAuthenticationError: see :func:`cluster_metadata`.
+    """
+    def counts() -> dict[str, int]:
+        return partition_counts(admin, cluster, max(deadline - time.monotonic(), 0.001))
+
+    first = counts()
+    if not subscription.missing_topics(first):
+        return subscription.select(first)
+    # The last lookup starts TOPIC_RECHECK_S before the deadline at the latest: time to answer.
+    now = time.monotonic()
+    until = min(now + TOPIC_PROPAGATION_S, deadline - TOPIC_RECHECK_S)
+    latest = wait_for_topics(first, subscription.missing_topics, counts, until)
+    return subscription.select(latest, waited_s=max(until - now, 0.0))
+
+
+def wait_for_topics(view: V, missing: Callable[[V], Collection[str]],
+                    read_again: Callable[[], V], until: float) -> V:
+    """``view`` of the cluster's metadata, read again (``read_again()``) every
+    :data:`TOPIC_RECHECK_S` seconds while ``missing(view)`` names a topic, until ``until``
+    (``time.monotonic()``; callers give at most :data:`TOPIC_PROPAGATION_S` from now). Returns
+    the latest view: whatever is still missing there is the caller's error to raise."""
+    while missing(view) and (left := until - time.monotonic()) > 0:
+        time.sleep(min(TOPIC_RECHECK_S, left))
+        view = read_again()
+    return view
 
 
 def partition_counts(admin: AdminClient, cluster: str, seconds: float) -> dict[str, int]:

@@ -31,7 +31,7 @@ from airflow_provider_kafka_spark.offsets.cluster import (
     OffsetLookup,
     admin_client,
     cluster_admin,
-    partition_counts,
+    subscribed_partitions,
 )
 from airflow_provider_kafka_spark.offsets.commit import committed_offsets
 from airflow_provider_kafka_spark.offsets.config import (
@@ -152,7 +152,9 @@ def resolve_offsets(
     ``timeout``: seconds for all the cluster calls together (a positive, finite number of at
     most 3600). The first, for the cluster's metadata, waits at most ``CONNECT_TIMEOUT_S``
     (10 s) of it for some broker to answer; no answer, or a cluster still not settled once
-    ``timeout`` passed, is an :class:`OffsetResolutionError` naming the servers.
+    ``timeout`` passed, is an :class:`OffsetResolutionError` naming the servers. A named topic
+    the metadata does not show yet (created a moment ago) is looked up again for 5 s of it
+    (``TOPIC_PROPAGATION_S``) before it is unknown; a pattern matching nothing fails at once.
 
     Raises:
         ConfigurationError: a bad ``timeout`` or client config.
@@ -206,7 +208,7 @@ def resolve_request(
 
     deadline = time.monotonic() + seconds
     cluster = kafka_config.cluster
-    partitions = request.subscription.select(partition_counts(admin, cluster, seconds))
+    partitions = subscribed_partitions(admin, cluster, request.subscription, deadline)
     lookup = OffsetLookup(admin, cluster, partitions, level, deadline)
 
     committed = (committed_offsets(kafka_config, group_id, partitions, deadline)

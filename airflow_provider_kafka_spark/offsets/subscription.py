@@ -100,19 +100,31 @@ class Subscription:
         _check_internal([t for t, _ in pairs], allow_internal, "Subscription.partitions")
         return cls("partitions", partition_list=tuple(sorted(pairs)))
 
-    def select(self, partition_counts: Mapping[str, int]) -> list[tuple[str, int]]:
+    def missing_topics(self, partition_counts: Mapping[str, int]) -> list[str]:
+        """The topics this subscription names (:meth:`topics`, :meth:`partitions`) that are not
+        in ``partition_counts``, sorted; none for a :meth:`pattern`, which names no topic."""
+        if self.kind == "topics":
+            return [t for t in self.topic_names if t not in partition_counts]
+        return sorted({t for t, _ in self.partition_list if t not in partition_counts})
+
+    def select(self, partition_counts: Mapping[str, int], *,
+               waited_s: float = 0.0) -> list[tuple[str, int]]:
         """The subscribed ``(topic, partition)`` pairs, sorted, given each topic's partition count.
+        ``waited_s``: how long missing named topics were looked up again before (said in the
+        error).
 
         Raises:
             OffsetResolutionError: a named topic or partition does not exist, or the pattern
                 matches no topic (internal topics left out, see :meth:`pattern`).
         """
+        waited = (f" (looked up again for {round(waited_s, 1):g}s: a topic created a moment "
+                  "ago shows within that)" if waited_s > 0 else "")
         if self.kind == "topics":
-            missing = [t for t in self.topic_names if t not in partition_counts]
+            missing = self.missing_topics(partition_counts)
             if missing:
                 raise OffsetResolutionError(
-                    f"unknown topic(s) {missing}: they do not exist on the cluster. Create them "
-                    "or fix the names (topic auto-creation is not used for reads)."
+                    f"unknown topic(s) {missing}: they do not exist on the cluster{waited}. "
+                    "Create them or fix the names (topic auto-creation is not used for reads)."
                 )
             return [(t, p) for t in self.topic_names for p in range(partition_counts[t])]
         if self.kind == "pattern":
@@ -140,8 +152,10 @@ class Subscription:
                 f"{t}: " + (f"partitions 0..{partition_counts[t] - 1}" if t in partition_counts
                             else "no such topic")
                 for t in sorted({t for t, _ in unknown}))
+            if not self.missing_topics(partition_counts):
+                waited = ""
             raise OffsetResolutionError(
-                f"unknown partition(s) {unknown}: not on the cluster ({have}). Fix the "
+                f"unknown partition(s) {unknown}: not on the cluster ({have}){waited}. Fix the "
                 "partition numbers or topic names, or add partitions to the topic first."
             )
         return list(self.partition_list)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, IsolationLevel, TopicPartition
-from confluent_kafka.admin import AdminClient, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 from airflow_provider_kafka_spark.offsets import (
     CommitError,
@@ -35,9 +35,14 @@ from airflow_provider_kafka_spark.offsets import (
     Subscription,
     Timestamp,
     commit_offsets,
+    list_partitions,
     resolve_offsets,
 )
-from airflow_provider_kafka_spark.offsets.cluster import admin_client
+from airflow_provider_kafka_spark.offsets.cluster import TOPIC_PROPAGATION_S, admin_client
+from airflow_provider_kafka_spark.offsets.completeness import (
+    check_interval_complete,
+    check_partitions,
+)
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.resolve import OffsetRequest, resolve_request
 from tests.support.topics import create_topic
@@ -308,9 +313,7 @@ def test_bad_input_is_a_clear_error(kafka_config, topic, start, stop, kwargs, me
 
 
 def test_unknown_topics_and_patterns(kafka_config, kafka_admin, topic):
-    with pytest.raises(OffsetResolutionError, match="unknown topic.*does-not-exist"):
-        resolve_offsets(kafka_config, Subscription.topics(["does-not-exist", topic]), "earliest",
-                        "latest")
+    # An unknown topic among known ones: test_a_misspelled_topic_fails_after_the_propagation_wait.
     with pytest.raises(OffsetResolutionError, match="matches no topic"):
         resolve_offsets(kafka_config, Subscription.pattern(f"nothing-{uuid.uuid4().hex}.*"),
                         "earliest", "latest")
@@ -321,6 +324,74 @@ def test_unknown_topics_and_patterns(kafka_config, kafka_admin, topic):
     with pytest.raises(OffsetResolutionError, match="matches no topic"):
         resolve_offsets(kafka_config, Subscription.pattern("__consumer_offsets"), "earliest",
                         "latest")
+
+
+def test_a_topic_created_a_moment_ago_is_waited_for(kafka_config):
+    # create_topics returns once the controller recorded the topic; a broker's metadata shows
+    # it a moment later (0.1-3 s on a 3-broker cluster). A client connected already that asks
+    # at once is told, on a single broker too, that a topic of 20 partitions does not exist in
+    # about half the cases (a new client's connecting hides the race). Entry points taking
+    # named topics ask again meanwhile: 20 fresh topics, each resolved or listed at once by
+    # the client that created it.
+    config = KafkaConfig.of(kafka_config)
+    admin = admin_client(config)  # what resolve_offsets and list_partitions build and use
+    names = [f"fresh-{uuid.uuid4().hex[:10]}" for _ in range(20)]
+    every = list(range(20))
+    created: list[str] = []
+    try:
+        for i, name in enumerate(names):
+            admin.create_topics([NewTopic(name, num_partitions=20)])[name].result(30)
+            created.append(name)
+            subscription = Subscription.topics([name])
+            if i % 2:
+                assert list_partitions(admin, subscription) == [(name, p) for p in every]
+                continue
+            ranges = resolve_request(config, admin,
+                                     OffsetRequest(subscription, Earliest(), Latest()))
+            assert [(r.topic, r.partition, r.start, r.stop) for r in ranges] == [
+                (name, p, 0, 0) for p in every]
+        # The sensors' checks (a client of their own each) and resolve_offsets find them too.
+        subscription = Subscription.topics(names[:2])
+        check = check_partitions(kafka_config, subscription, 40)
+        assert check.done and check.payload == {"partitions": [
+            [t, p] for t in sorted(names[:2]) for p in every]}, check
+        check = check_interval_complete(kafka_config, subscription, at(0), None)
+        assert check.waiting_for.startswith("40 of 40 partition(s) not complete up to "), check
+        ranges = resolve_offsets(kafka_config, Subscription.topics(names), "earliest", "latest")
+        assert len(ranges) == 400 and ranges.is_empty()
+    finally:
+        for future in admin.delete_topics(created).values():
+            future.result(30)
+
+
+def test_a_misspelled_topic_fails_after_the_propagation_wait(kafka_config, topic):
+    misspelled = f"{topic}-typo"
+    message = (rf"^unknown topic\(s\) \['{re.escape(misspelled)}'\]: they do not exist on the "
+               rf"cluster \(looked up again for {TOPIC_PROPAGATION_S:g}s: a topic created a "
+               r"moment ago shows within that\)\. Create them or fix the names \(topic "
+               r"auto-creation is not used for reads\)\.$")
+    started = time.monotonic()
+    with pytest.raises(OffsetResolutionError, match=message):
+        resolve_offsets(kafka_config, Subscription.topics([topic, misspelled]), "earliest",
+                        "latest")
+    assert time.monotonic() - started < TOPIC_PROPAGATION_S + 2
+    # list_partitions, under the sensor's check: not yet, with the same message.
+    started = time.monotonic()
+    check = check_partitions(kafka_config, Subscription.topics([misspelled]), 1)
+    assert not check.done and re.match(message, check.waiting_for), check
+    assert time.monotonic() - started < TOPIC_PROPAGATION_S + 2
+    # Within a shorter timeout, the wait ends in time for the last lookup's answer.
+    started = time.monotonic()
+    with pytest.raises(OffsetResolutionError, match=r"\(looked up again for 0\.[1-7]s: "):
+        resolve_offsets(kafka_config, Subscription.topics([misspelled]), "earliest", "latest",
+                        timeout=1)
+    assert time.monotonic() - started < 1 + 0.5
+    # A pattern matching nothing is an answer: no wait.
+    started = time.monotonic()
+    with pytest.raises(OffsetResolutionError, match="matches no topic"):
+        resolve_offsets(kafka_config, Subscription.pattern(f"{misspelled}.*"), "earliest",
+                        "latest")
+    assert time.monotonic() - started < 2
 
 
 def test_pattern_subscription(kafka_config, new_topic):

@@ -16,14 +16,15 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from airflow_provider_kafka_spark.errors import KafkaWriteError, WriteConfigError
-from airflow_provider_kafka_spark.offsets.cluster import RESULT_MARGIN, cluster_metadata
+from airflow_provider_kafka_spark.offsets.cluster import (
+    RESULT_MARGIN,
+    TOPIC_PROPAGATION_S,
+    cluster_metadata,
+    wait_for_topics,
+)
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 
 log = logging.getLogger(__name__)
-
-# How long a topic missing from the metadata is looked up again (a topic created a moment ago
-# may not be in every broker's metadata yet).
-TOPIC_PROPAGATION_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -76,18 +77,17 @@ def check_topics_exist(admin: AdminClient, cluster: Cluster,
     Raises:
         WriteConfigError: a topic does not exist (or this client may not describe it).
     """
-    deadline = time.monotonic() + TOPIC_PROPAGATION_S
-    while True:
-        missing = sorted((i, t) for t, i in first_index.items()
-                         if t is not None and i is not None and t not in cluster.partitions)
-        argument = [t for t, i in first_index.items()
-                    if t is not None and i is None and t not in cluster.partitions]
-        if not missing and not argument:
-            return cluster
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.25)
-        cluster = read_cluster(admin, kafka_config, 30.0)
+    def absent(view: Cluster) -> list[str]:
+        return [t for t in first_index if t is not None and t not in view.partitions]
+
+    cluster = wait_for_topics(cluster, absent, lambda: read_cluster(admin, kafka_config, 30.0),
+                              time.monotonic() + TOPIC_PROPAGATION_S)
+    missing = sorted((i, t) for t, i in first_index.items()
+                     if t is not None and i is not None and t not in cluster.partitions)
+    argument = [t for t, i in first_index.items()
+                if t is not None and i is None and t not in cluster.partitions]
+    if not missing and not argument:
+        return cluster
     where = f"on the cluster at bootstrap.servers={_bootstrap(kafka_config)!r}"
     remedy = ("create it first (write_kafka never relies on topic auto-creation), fix the name, "
               "or, if it exists, allow this client to describe it. Nothing was written.")
