@@ -171,7 +171,8 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                             ("records_written", stats["output"].get("records_written"))):
             if value is not None:
                 metrics.count(self, name, value)
-        self._announce_output(context, stats)
+        if not ranges.is_empty():  # empty ranges wrote nothing: no asset event
+            self._announce_output(context, stats)
         return stats
 
     def lineage(self, result: Any | None) -> Lineage:

@@ -170,6 +170,31 @@ def test_ingest_rejects_bad_ranges_and_empty_paths_before_spark() -> None:
                                "manifest": "/x/y/_kafka_spark_manifest.json"}
 
 
+def test_a_run_with_empty_ranges_announces_no_output() -> None:
+    """Empty ranges write nothing, so no asset event: the empty hours of a backfill announced
+    the table, and two of them at once made Airflow create the asset twice (UniqueViolation on
+    idx_asset_name_uri_unique), which it answers by failing the task (seen in the tables
+    tier's backfill on PostgreSQL)."""
+    from airflow.sdk import DAG
+
+    class Events(dict):
+        def __missing__(self, key: Any) -> list[Any]:
+            self[key] = added = _Added()
+            return added
+
+    class _Added(list):
+        def add(self, asset: Any, extra: Any = None) -> None:
+            self.append((asset, extra))
+
+    empty = OffsetRanges((PartitionRange("a", 0, 7, 7),)).to_dict()
+    with DAG("d", schedule=None):
+        op = KafkaSparkIngestOperator(task_id="i", ranges=empty, sink=FileSink("/x/y"))
+    events = Events()
+    stats = op.execute({"run_id": "r", "outlet_events": events})
+    assert stats["records"] == 0
+    assert dict(events) == {}
+
+
 def test_default_write_id_is_stable_for_the_run_and_its_ranges() -> None:
     ranges = OffsetRanges((PartitionRange("a", 0, 0, 5),))
     again = OffsetRanges.from_json(ranges.to_json())
