@@ -188,7 +188,7 @@ def ingest(
     given = SinkInput(identity=json.dumps([offset_ranges.identity(), include_headers, sql]),
                       records=("transformed" if not transformation.is_identity()
                                else "decoded" if decoding else "as_read"),
-                      engine=engine)
+                      engine=engine, ranges=offset_ranges)
 
     def read(**counters: Any) -> DataFrame:
         return read_kafka(

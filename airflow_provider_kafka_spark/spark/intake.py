@@ -10,12 +10,14 @@ takes them and when they are visible (:class:`Intake`)::
     RowsWithSplitEnds()     sink.write(df) with the readers' end      an exactly-once KafkaSink
                             row after each split                      of records as read
     LandedParquet(folder,   the readers write Parquet files into      FileSink (Parquet, local
-      adopt)                ``folder``; then adopt(their names)       or S3) of records as read
+      adopt)                ``folder``; then adopt(their names)       or S3), Iceberg and Delta
+                                                                      tables that can take them,
+                                                                      of records as read
 
     staged                  nothing of the write is visible before    files, tables
                             ``sink.commit``: ingest finds corrupt
                             records in the write's own pass
-    statistics_after_commit ``sink.commit`` writes the records: the   tables
+    statistics_after_commit ``sink.commit`` writes the records: the   tables of Spark rows
                             statistics are known after it
 
 Nothing here imports Spark (the sinks import it while a DAG file is parsed).
@@ -27,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import Engine
 
 if TYPE_CHECKING:
@@ -46,11 +49,13 @@ class SinkInput:
         ``include_headers`` and ``sql``): the sink's input is a deterministic function of it.
     :param records: see :data:`Records`.
     :param engine: which readers read them (``read_kafka``'s ``engine``).
+    :param ranges: the pinned ranges read (None: not given, e.g. a sink asked on its own).
     """
 
     identity: str
     records: Records
     engine: Engine
+    ranges: OffsetRanges | None = None
 
     @property
     def native_as_read(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -102,3 +103,32 @@ def test_jar_artifact_names_and_package() -> None:
 def test_a_parquet_folder_checks_itself(path: object, compression: str, fragment: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(fragment)):
         ParquetFolder(path, compression)  # type: ignore[arg-type]
+
+
+def test_a_parquet_folder_stamps_its_constant_columns_and_removes_its_files(tmp_path: Any) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = ParquetFolder(str(tmp_path), "zstd", constants=(("_kafka_spark_write", "a/b/0/c"),))
+    def batch(offsets: list[int]) -> pa.RecordBatch:
+        return pa.record_batch({
+            "key": pa.array([b"k"] * len(offsets)), "value": pa.array([b"v"] * len(offsets)),
+            "offset": pa.array(offsets, pa.int64()),
+            "timestamp": pa.array(offsets, pa.timestamp("us", tz="UTC"))})
+
+    batches = [batch([10, 11]), batch([12])]
+    report = next(folder.write(PartitionRange("t", 0, 10, 13), 0, iter(batches)))
+    row = report.to_pylist()[0]
+    assert (row["records"], row["first_offset"], row["last_offset"]) == (3, 10, 12)
+    written = pq.read_table(folder.location(row["file"]))
+    assert written.column("offset").to_pylist() == [10, 11, 12]
+    assert written.column("_kafka_spark_write").to_pylist() == ["a/b/0/c"] * 3
+    statistics = pq.read_metadata(folder.location(row["file"])).row_group(0).column(4).statistics
+    assert (statistics.min, statistics.max) == ("a/b/0/c", "a/b/0/c")
+    folder.remove([row["file"], "absent.parquet"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_parquet_folder_refuses_constants_that_are_not_string_pairs(tmp_path: Any) -> None:
+    with pytest.raises(ConfigurationError, match="constants="):
+        ParquetFolder(str(tmp_path), constants=(("c", 1),))  # type: ignore[arg-type]

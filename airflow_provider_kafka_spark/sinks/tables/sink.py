@@ -15,8 +15,10 @@ that conflicts with a concurrent one is tried again from the reading, up to
 from __future__ import annotations
 
 import logging
+import os
 import random
 import time
+import uuid
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
@@ -32,6 +34,7 @@ from airflow_provider_kafka_spark.errors import (
 from airflow_provider_kafka_spark.naming import Dataset, dataset_of_path
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import bad_argument, check_bool, check_positive_int, check_text
+from airflow_provider_kafka_spark.s3 import S3Settings, split_s3
 from airflow_provider_kafka_spark.sinks.base import RunInfo, Sink
 from airflow_provider_kafka_spark.sinks.tables.commits import (
     WRITE_COLUMN,
@@ -42,11 +45,13 @@ from airflow_provider_kafka_spark.sinks.tables.commits import (
     run_prefix,
     write_id,
 )
-from airflow_provider_kafka_spark.spark.intake import Intake, SinkInput, SparkRows
+from airflow_provider_kafka_spark.spark.intake import Intake, LandedParquet, SinkInput, SparkRows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +128,11 @@ class TableSink(Sink):
         self._df: DataFrame | None = None
         self._schema: StructType | None = None
         self._head: str | None = None  # the table's newest commit when the run was looked up
+        self._output: StructType | None = None  # the output's schema, once prepared
+        self._landing: ParquetFolder | None = None  # where the readers land the run's files
+        self._landing_uri = ""  # that folder, as the table names its files
+        self._landed: list[str] | None = None  # the landed files' names, once adopted
+        self._commit_tried = False  # whether a commit of the landed files was tried
 
     @classmethod
     def _table_meaning(cls) -> str:
@@ -231,11 +241,61 @@ class TableSink(Sink):
                 schema = self.table_schema(spark)
         self._schema = schema if WRITE_COLUMN in schema.names else self.table_schema(spark)
         self.location = self.table_location(spark)
+        self._output = shaped.schema
 
     def intake(self, given: SinkInput) -> Intake:
-        """Spark rows, staged: :meth:`write` only keeps them and :meth:`commit` writes them
-        in the run's one table commit, so the statistics are known after the commit."""
-        return Intake(SparkRows(), staged=True, statistics_after_commit=True)
+        """The readers' files, when the records are as read and the table can take them as
+        the readers write them (:meth:`landing_folder`): they land in a folder of their own
+        under the table's data folder with the write id in :data:`WRITE_COLUMN`, and
+        :meth:`commit` adds exactly those files. Otherwise Spark rows, staged: :meth:`write`
+        only keeps them and :meth:`commit` writes them in the run's one table commit, so the
+        statistics are known after the commit."""
+        rows = Intake(SparkRows(), staged=True, statistics_after_commit=True)
+        if not (given.native_as_read and given.ranges is not None and self._spark is not None
+                and self._output is not None):
+            return rows
+        assert self.application is not None and self.run is not None  # checked in prepare()
+        wid = write_id(self.application, self.run, self.generation or 0, given.ranges)
+        folder = self.landing_folder(self._spark, self._output)
+        if folder is None:
+            return rows
+        if not self.lands_replacing:  # the format cannot drop earlier files in the commit
+            with kafka_errors():
+                present = self.writes_of_run(self._spark)
+            if present:
+                log.info("%s: run %r has rows in %s already (%s): its commit goes through "
+                         "Spark's writer.", type(self).__name__, self.run, self.table,
+                         ", ".join(sorted(present)))
+                return rows
+        from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+
+        table_uri, codec, s3 = folder
+        name = f"kafka-spark-{uuid.uuid4().hex}"
+        if s3 is not None:
+            bucket, prefix = split_s3(table_uri)
+            path = f"s3://{bucket}/{prefix}/{name}" if prefix else f"s3://{bucket}/{name}"
+        else:
+            path = os.path.join(table_uri.removeprefix("file://").removeprefix("file:"), name)
+            os.makedirs(path, exist_ok=True)
+        self._landing = ParquetFolder(path, codec, s3, ((WRITE_COLUMN, wid),))
+        self._landing_uri = f"{table_uri.rstrip('/')}/{name}"
+        return Intake(LandedParquet(self._landing, self._adopt), staged=True)
+
+    def _adopt(self, names: Sequence[str]) -> dict[str, Any]:
+        """The readers' files (their names in the landing folder) are the run's output."""
+        self._landed = list(names)
+        return self.describe()
+
+    def _forget_landed(self) -> None:
+        """Delete the landed files, unless a commit of them was tried (it may have landed)."""
+        if self._landing is not None and self._landed and not self._commit_tried:
+            try:
+                self._landing.remove(self._landed)
+            except Exception as exc:  # noqa: BLE001  # left for the format's orphan clean-up
+                log.warning("%s: could not delete the %d landed file(s) in %s: %s",
+                            type(self).__name__, len(self._landed), self._landing.path,
+                            error_line(exc))
+        self._landed = None
 
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
         """Keep ``df`` for :meth:`commit`, which writes it in the run's one table commit."""
@@ -254,7 +314,7 @@ class TableSink(Sink):
         Raises:
             TableError: the commit kept conflicting with concurrent commits, or failed.
         """
-        if self._spark is None or self._df is None:
+        if self._spark is None or (self._df is None and self._landed is None):
             raise TableError(f"{type(self).__name__}: commit() before prepare() and write().")
         assert self.application is not None and self.run is not None  # checked in prepare()
         ranges = OffsetRanges.from_json(manifest["ranges"])
@@ -268,15 +328,29 @@ class TableSink(Sink):
             if wid in present:
                 log.info("%s: the write %s of run %r is already in %s; nothing written.",
                          type(self).__name__, wid, self.run, self.table)
+                self._forget_landed()
                 return {"write_id": wid, "committed": False, "skipped": True, "commit": None,
                         "records_written": 0, "replaced": []}
             self._head = state.head
             record = CommitRecord(self.application, self.run, wid,
                                   tuple((r.topic, r.partition, r.start, r.stop) for r in ranges),
                                   merged(state.offsets, ranges), state.newest, extra)
+            if self._landed is not None and present and not self.lands_replacing:
+                self._forget_landed()
+                raise TableError(
+                    f"{type(self).__name__}: another write of run {self.run!r} "
+                    f"({', '.join(sorted(present))}) was committed to {self.table} while this "
+                    "one was read; nothing was committed. Retry the task: it replaces that "
+                    "write in one commit.")
             try:
                 with kafka_errors():
-                    done = self.commit_rows(self._spark, self._df, sorted(present), record)
+                    if self._landed is not None:
+                        self._commit_tried = True
+                        files = [f"{self._landing_uri}/{n}" for n in self._landed]
+                        done = self.commit_files(self._spark, files, sorted(present), record)
+                    else:
+                        assert self._df is not None
+                        done = self.commit_rows(self._spark, self._df, sorted(present), record)
             except Exception as exc:
                 if not self.is_conflict(exc) or attempt == self.max_commit_attempts:
                     if isinstance(exc, KafkaSparkError):
@@ -306,10 +380,11 @@ class TableSink(Sink):
         raise AssertionError("unreachable")
 
     def abort(self) -> None:
-        """Nothing to undo: the run's rows become visible only with its one commit (data files
-        a failed commit left are not part of the table; the format's orphan-file clean-up
-        removes them)."""
+        """Nothing to undo: the run's rows become visible only with its one commit. The
+        readers' files are deleted unless their commit was tried; data files a failed commit
+        left are not part of the table (the format's orphan-file clean-up removes them)."""
         self._df = None
+        self._forget_landed()
 
     # -- what the formats do -------------------------------------------------------------
 
@@ -363,6 +438,26 @@ class TableSink(Sink):
         of the writes ``replacing`` removed, ``record`` recorded; ``{"commit",
         "records_written"}``. Fails (without committing) when a concurrent commit since the
         head the look-up read (``self._head``) wrote rows of these writes."""
+
+    lands_replacing = True
+    """Whether :meth:`commit_files` can drop a run's earlier files in the same commit (else a
+    run with earlier writes is committed by :meth:`commit_rows`)."""
+
+    def landing_folder(self, spark: SparkSession,
+                       output: StructType) -> tuple[str, str, S3Settings | None] | None:
+        """Where the readers can land a run whose records are as read (``output``'s columns)
+        as data files of the table: ``(folder URI as the table names its files, Parquet codec,
+        the S3 settings for an S3 folder)``; None (the reason logged) when the table cannot
+        take them as written (e.g. partitioned, sorted, another file format or column type):
+        its commit then goes through Spark's writer."""
+        return None
+
+    def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
+                     record: CommitRecord) -> dict[str, Any]:
+        """One commit: the data files ``files`` (URIs, with :data:`WRITE_COLUMN` =
+        ``record.write_id`` in every row) added, the rows of the writes ``replacing`` removed,
+        ``record`` recorded; ``{"commit", "records_written"}``. Fails as :meth:`commit_rows`."""
+        raise NotImplementedError(f"{type(self).__name__} does not commit landed files")
 
     @abstractmethod
     def is_conflict(self, exc: BaseException) -> bool:

@@ -47,6 +47,7 @@ Options (all strings, as Spark passes them):
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import re
 import time
@@ -92,6 +93,8 @@ LOST_OFFSETS_OPTION = "lostOffsetsAccumulator"
 SUMMARY_OPTION = "summaryAccumulator"
 LAND_FOLDER_OPTION = "landFolder"
 LAND_COMPRESSION_OPTION = "landCompression"
+LAND_CONSTANTS_OPTION = "landConstants"
+"""The constant columns of the landed files (JSON ``[[name, value], ...]``)."""
 SPLIT_ENDS_OPTION = "splitEnds"
 PROGRESS_OPTION = "progressTo"
 """``host:port`` where each reader reports its records read while its task runs
@@ -201,8 +204,10 @@ def _landing_option(options: Mapping[str, str]) -> ParquetFolder | None:
     if folder is None:
         return None
     s3 = options.get(LAND_S3_OPTION)
+    constants = json.loads(options.get(LAND_CONSTANTS_OPTION, "[]"))
     return ParquetFolder(folder, options.get(LAND_COMPRESSION_OPTION, "snappy").lower(),
-                         None if s3 is None else S3Settings.from_json(s3))
+                         None if s3 is None else S3Settings.from_json(s3),
+                         tuple((str(n), str(v)) for n, v in constants))
 
 
 def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:

@@ -16,6 +16,7 @@ run's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
@@ -60,15 +61,18 @@ _ARROW_REPORT = pa.schema([
 class ParquetFolder:
     """A folder the readers write Parquet files into, with the codec (Spark's name): an
     absolute local path, or ``s3://bucket/prefix`` with the :class:`S3Settings` to reach it.
+    ``constants``: ``(name, value)`` string columns every file gets after the records' columns,
+    the same value in every row (a table sink's write id: one dictionary entry per file).
 
     Raises:
-        ConfigurationError: ``path`` is neither, or ``compression`` is not one of
-            :data:`PARQUET_CODECS`.
+        ConfigurationError: ``path`` is neither, ``compression`` is not one of
+            :data:`PARQUET_CODECS`, or ``constants`` are not pairs of strings.
     """
 
     path: str
     compression: str = "snappy"
     s3: S3Settings | None = None
+    constants: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         local = isinstance(self.path, str) and self.path.startswith("/")
@@ -79,6 +83,34 @@ class ParquetFolder:
         if self.compression not in PARQUET_CODECS:
             raise ConfigurationError(f"ParquetFolder compression={shown(self.compression)} is "
                                      f"not valid; use one of {PARQUET_CODECS}.")
+        if not (isinstance(self.constants, tuple) and all(
+                isinstance(c, tuple) and len(c) == 2 and all(isinstance(v, str) for v in c)
+                for c in self.constants)):
+            raise ConfigurationError(f"ParquetFolder constants={shown(self.constants)} is not "
+                                     "valid; pass a tuple of (name, value) string pairs.")
+
+    def location(self, name: str) -> str:
+        """Where the file ``name`` of the folder is: a local path, or an ``s3://`` URI."""
+        return f"{self.path.rstrip('/')}/{name}"
+
+    def remove(self, names: Iterable[str]) -> None:
+        """Delete the files ``names`` of the folder (those missing are fine)."""
+        names = list(names)
+        if self.s3 is None:
+            for name in names:
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.path, name))
+            return
+        bucket, prefix = split_s3(self.path)
+        client = self.s3.client()
+        for name in names:
+            client.delete_object(Bucket=bucket, Key=f"{prefix}/{name}".lstrip("/"))
+
+    def _stamped(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        for name, value in self.constants:  # indices all 0: one dictionary entry, one run
+            batch = batch.append_column(name, pa.DictionaryArray.from_arrays(
+                pa.repeat(pa.scalar(0, pa.int32()), batch.num_rows), pa.array([value], pa.string())))
+        return batch
 
     def write(self, split: PartitionRange, index: int,
               batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -107,10 +139,11 @@ class ParquetFolder:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
+                counts = counts.add(batch)
+                batch = self._stamped(batch)
                 if writer is None:
                     writer = pq.ParquetWriter(path, batch.schema, compression=codec)
                 group.append(batch)
-                counts = counts.add(batch)
                 if sum(b.nbytes for b in group) >= ROW_GROUP_BYTES:
                     flush()
             if group:

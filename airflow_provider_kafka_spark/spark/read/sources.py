@@ -55,6 +55,7 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     FORMAT_NAME,
     KAFKA_OPTION_PREFIX,
     LAND_COMPRESSION_OPTION,
+    LAND_CONSTANTS_OPTION,
     LAND_FOLDER_OPTION,
     LAND_S3_OPTION,
     LOST_OFFSETS_OPTION,
@@ -131,6 +132,8 @@ def spark_read(
     if landing is not None:
         options[LAND_FOLDER_OPTION] = landing.path
         options[LAND_COMPRESSION_OPTION] = landing.compression
+        if landing.constants:
+            options[LAND_CONSTANTS_OPTION] = json.dumps(landing.constants)
         if landing.s3 is not None:
             options[LAND_S3_OPTION] = landing.s3.to_json()
     _register(spark)
