@@ -31,6 +31,10 @@ KINDS = ("iceberg-hadoop", "iceberg-jdbc", "iceberg-s3", "delta-path", "delta-ca
          "delta-s3")
 ICEBERG_CATALOGS = {"iceberg-hadoop": "lake", "iceberg-jdbc": "pg", "iceberg-s3": "s3"}
 COLUMNS = "topic STRING, `partition` INT, `offset` BIGINT, key STRING, value STRING"
+AS_READ_COLUMNS = ("key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, "
+                   "`timestamp` TIMESTAMP, timestampType INT, "
+                   "headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
+"""A table of the records as read (Spark's Kafka schema): the readers' files can land in it."""
 SQL = ("SELECT topic, `partition`, `offset`, CAST(key AS STRING) AS key, "
        "CAST(value AS STRING) AS value FROM kafka")
 UPPER_SQL = SQL.replace("CAST(value AS STRING)", "upper(CAST(value AS STRING))")
@@ -59,7 +63,7 @@ class Table:
 
     def rows(self, spark: Any) -> Counter[Row]:
         """The table's rows as an exact multiset."""
-        return Counter((r["partition"], r["offset"], r["key"], r["value"])
+        return Counter((r["partition"], r["offset"], _text(r["key"]), _text(r["value"]))
                        for r in self.df(spark).collect())
 
     def writes(self, spark: Any) -> Counter[str]:
@@ -122,8 +126,9 @@ def ranges_of(topic: str, bounds: dict[int, tuple[int, int]]) -> OffsetRanges:
 
 
 def run_ingest(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, sink: TableSink,
-               sql: str = SQL) -> dict[str, Any]:
-    """One ingest of ``ranges`` into ``sink``; its output description."""
+               sql: str | None = SQL) -> dict[str, Any]:
+    """One ingest of ``ranges`` into ``sink`` (``sql=None``: the records as read, into a
+    table of :data:`AS_READ_COLUMNS`); its output description."""
     return dict(ingest(spark, ranges, kafka_config, sink, sql=sql).output)
 
 
@@ -167,4 +172,10 @@ def delta_storage_options(s3: S3Endpoint) -> dict[str, str]:
 
 
 def _counted(rows: list[dict[str, Any]]) -> Counter[Row]:
-    return Counter((r["partition"], r["offset"], r["key"], r["value"]) for r in rows)
+    return Counter((r["partition"], r["offset"], _text(r["key"]), _text(r["value"]))
+                   for r in rows)
+
+
+def _text(value: Any) -> Any:
+    """A key or value as text (a table of records as read holds bytes)."""
+    return bytes(value).decode() if isinstance(value, (bytes, bytearray)) else value
