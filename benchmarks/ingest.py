@@ -34,9 +34,12 @@ the timed part, equals the committed records):
 * ``kafka``: ``ingest(..., KafkaSink(out, kafka_config=config, delivery_guarantee="exactly_once",
   transactional_id_prefix=<one per run>, write_id=<new>), sql="SELECT key, value FROM kafka")``
   vs Spark's source ``.selectExpr("key", "value").write.format("kafka")`` (at-least-once), a fresh topic each;
-* ``iceberg``, ``delta``: ``ingest(..., IcebergSink / DeltaSink(table, application,
-  run=<new>), sql=SQL)`` vs Spark's source, the same SQL, ``df.writeTo(t).append()`` /
-  ``df.write.format("delta").mode("append").save(p)``;
+* ``iceberg``, ``delta`` (and ``s3_iceberg``, ``s3_delta`` on the S3 server): exactly once
+  into a table, ``ingest(..., IcebergSink / DeltaSink(table, application, run=<new>))`` of the
+  records as read (the readers land the table's files, the sink commits them) vs Spark's source
+  ``df.writeTo(t).append()`` / ``df.write.format("delta").mode("append").save(p)`` (at least
+  once) of the same columns; each side appends to one table of its own over the rounds (not a
+  fresh destination): ``tables_main``;
 * ``peers``: ``ingest(..., FileSink(path))`` of the plain slice vs
   ``daft.read_kafka(...).write_parquet(p)`` and ``ray.data.read_kafka(...)
   .drop_columns(["headers"]).write_parquet(p)`` of it, with per-partition offsets.
@@ -86,7 +89,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import KINDS, ProcessTree, cpu_panel, spread  # noqa: E402
 
-CASES = ("parquet", "s3", "kafka", "iceberg", "delta", "peers", "rss")
+CASES = ("parquet", "s3", "kafka", "iceberg", "delta", "s3_iceberg", "s3_delta", "peers", "rss")
 PARTITIONS = 6
 TAIL = 1_000  # the committed transaction at the end: the stall slice
 ABORTED = 1_000
@@ -105,7 +108,8 @@ PEER_ANSWER_TIMEOUT = 1800.0  # seconds a peer may take for one read before the 
 TARGETS = {
     "parquet_vs_spark": (1.5, 0.8), "s3_parquet_vs_spark": (1.5, 0.8),
     "kafka_vs_spark": (1.2, 1.0),
-    "iceberg_vs_spark": (1.2, 1.0), "delta_vs_spark": (1.2, 1.0),
+    "iceberg_vs_spark": (1.5, 0.7), "delta_vs_spark": (1.5, 0.7),
+    "s3_iceberg_vs_spark": (1.5, 0.7), "s3_delta_vs_spark": (1.5, 0.7),
     "parquet_vs_daft": (1.0, 1.0), "parquet_vs_ray": (1.0, 1.0),
 }
 RSS_TARGET = 1.3
@@ -911,64 +915,124 @@ def run_tables_phase(bootstrap: str, ranges: Any, committed: int, cases: list[st
     return json.loads(out_file.read_text())
 
 
+AS_READ_COLUMNS = ("key BINARY, value BINARY, topic STRING, `partition` INT, `offset` BIGINT, "
+                   "`timestamp` TIMESTAMP, timestampType INT, "
+                   "headers ARRAY<STRUCT<key: STRING, value: BINARY>>")
+"""The tables of the table cases: Spark's Kafka schema (both sides write the records as read)."""
+TABLE_CASES = ("iceberg", "delta", "s3_iceberg", "s3_delta")
+
+
 def tables_main(args: argparse.Namespace) -> int:
+    """The table cases in ``.venv-tables``: per case one table per side, appended to by every
+    round as an hourly DAG appends to its table (ours' warm-up run adds the sink's column and,
+    for Iceberg, the name mapping); ours ``ingest(spark, ranges, config, IcebergSink|DeltaSink(
+    table, application, run=<new>))`` of the records as read (the readers land the table's
+    files, the sink commits them), Spark's ``spark_source(...).writeTo(t).append()`` /
+    ``.write.format("delta").mode("append").save(p)`` of the same columns. ``s3_*``: the tables
+    on a local S3 server (versitygw) through S3A, Iceberg's JdbcCatalog on a local PostgreSQL;
+    the server's and the database's CPU count on both sides."""
     import pyspark
 
     from airflow_provider_kafka_spark.offsets import OffsetRanges
     from airflow_provider_kafka_spark.sinks.tables import DeltaSink, IcebergSink
     from airflow_provider_kafka_spark.spark import fetch_spark_kafka_jars, ingest, spark_session
-    from benchmarks.table_write import APPLICATION, SQL, Tables, tables_conf
+    from benchmarks.table_write import APPLICATION, CATALOG, tables_conf
     from tools.tables_jars import fetch_table_jars
 
     ranges = OffsetRanges.from_json(Path(args.tables_phase).read_text())
     config = {"bootstrap.servers": args.bootstrap}
+    cases = [c for c in args.cases.split(",") if c in TABLE_CASES]
+    on_s3 = any(c.startswith("s3_") for c in cases)
     # Spark's Kafka source for this PySpark, beside .venv's (keyed on the PySpark version)
     jars = fetch_table_jars() + fetch_spark_kafka_jars(
         SPARK_KAFKA_POM, ROOT / ".cache" / "spark-kafka" / "jars-tables")
     result: dict[str, Any] = {}
-    with scratch_dir("tables") as folder:
+    with scratch_dir("tables") as folder, contextlib.ExitStack() as stack:
         warehouse = folder / "warehouse"
         warehouse.mkdir()
+        conf = tables_conf(warehouse, args.driver_memory)
+        kinds: dict[int, str] | None = None
+        bucket = ""
+        if on_s3:
+            from tools.postgres_server import local_postgres
+            from tools.processes import read_pid
+            from tools.s3_jars import fetch_s3_jars
+            from tools.s3_server import local_s3
+            from tools.table_killpoint import S3_CATALOG, S3Lake
+
+            endpoint = stack.enter_context(local_s3(folder / "s3"))
+            postgres = stack.enter_context(local_postgres(folder / "postgres"))
+            bucket = f"bench-tables-{uuid.uuid4().hex[:8]}"
+            endpoint.create_bucket(bucket)
+            lake = S3Lake(endpoint, f"s3a://{bucket}/iceberg", postgres.jdbc_url, postgres.user)
+            conf = {**conf, **lake.conf()}
+            jars = [*jars, *fetch_s3_jars()]
+            kinds = {pid: kind for pid, kind in (
+                (read_pid(folder / "s3", "versitygw"), "s3_server"),
+                (read_pid(folder / "postgres", "postgres"), "catalog_db")) if pid}
         spark = spark_session(args.master, app_name="ingest-benchmark-tables", jars=jars,
-                              conf=tables_conf(warehouse, args.driver_memory))
+                              conf=conf)
         try:
-            tables = Tables(spark, warehouse)
-
-            def write(fmt: str, table: str, ours: bool) -> None:
-                if ours:
-                    sink_type = IcebergSink if fmt == "iceberg" else DeltaSink
-                    sink = sink_type(table, application=APPLICATION,
-                                     run=f"bench-{uuid.uuid4().hex[:12]}")
-                    ingest(spark, ranges, config, sink, sql=SQL)
-                    return
-                spark_source(spark, args.bootstrap, ranges).createOrReplaceTempView("kafka")
-                df = spark.sql(SQL)
+            def create(case: str, side: str) -> str:
+                fmt = case.removeprefix("s3_")
+                name = f"{side}_{uuid.uuid4().hex[:8]}"
                 if fmt == "iceberg":
-                    df.writeTo(table).append()
-                else:
-                    df.write.format("delta").mode("append").save(table)
+                    catalog = S3_CATALOG if case.startswith("s3_") else CATALOG
+                    spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.db")
+                    table = f"{catalog}.db.{name}"
+                    spark.sql(f"CREATE TABLE {table} ({AS_READ_COLUMNS}) USING iceberg")
+                    return table
+                table = (f"s3a://{bucket}/delta/{name}" if case.startswith("s3_")
+                         else str(warehouse / name))
+                spark.sql(f"CREATE TABLE delta.`{table}` ({AS_READ_COLUMNS}) USING delta")
+                return table
 
-            def run(fmt: str, ours: bool) -> Run:
-                def side(round_: int) -> tuple[float, dict[str, float]]:
-                    # ours' tables have the write id column after the warm-up, as
-                    # table_write.py's (every run after an application's first finds it)
-                    table = tables.create(fmt, with_write_column=ours and round_ > 0)
-                    result = measured(lambda: write(fmt, table, ours))
-                    written = tables.count(fmt, table)
-                    assert written == args.committed, f"{fmt}: {written} rows"
-                    tables.drop(fmt, table)
-                    return result
-                return side
+            def count(fmt: str, table: str) -> int:
+                df = (spark.table(table) if fmt == "iceberg"
+                      else spark.read.format("delta").load(table))
+                return int(df.count())
 
-            for fmt in [c for c in args.cases.split(",") if c in ("iceberg", "delta")]:
-                result[fmt] = compare(fmt, {"ours": run(fmt, True), "spark": run(fmt, False)},
-                                      args.repeats, args.committed)
+            def run(case: str, side: str, landed: dict[str, list[bool]]) -> Run:
+                fmt = case.removeprefix("s3_")
+                table = create(case, side)
+                written = [0]
+
+                def write() -> None:
+                    if side == "ours":
+                        sink_type = IcebergSink if fmt == "iceberg" else DeltaSink
+                        sink = sink_type(table, application=APPLICATION,
+                                         run=f"bench-{uuid.uuid4().hex[:12]}")
+                        output = dict(ingest(spark, ranges, config, sink,
+                                             progress_every=None).output)
+                        assert output["committed"] and not output["skipped"], output
+                        landed.setdefault(case, []).append(bool(output.get("landed")))
+                        return
+                    df = spark_source(spark, args.bootstrap, ranges)
+                    if fmt == "iceberg":
+                        df.writeTo(table).append()
+                    else:
+                        df.write.format("delta").mode("append").save(table)
+
+                def side_run(_round: int) -> tuple[float, dict[str, float]]:
+                    measurement = measured(write, kinds=kinds)
+                    written[0] += args.committed
+                    rows = count(fmt, table)
+                    assert rows == written[0], f"{case} {side}: {rows} rows, not {written[0]}"
+                    return measurement
+                return side_run
+
+            landed: dict[str, list[bool]] = {}
+            for case in cases:
+                result[case] = compare(case, {"ours": run(case, "ours", landed),
+                                              "spark": run(case, "spark", landed)},
+                                       args.repeats, args.committed)
+                result[case]["ours_landed_the_readers_files"] = landed.get(case)
             jvm: Any = spark.sparkContext._jvm
             result["versions"] = {
                 "pyspark": pyspark.__version__,
                 "java": jvm.java.lang.System.getProperty("java.version"),
                 "jars": sorted(p.name for p in jars if any(
-                    k in p.name for k in ("iceberg", "delta", "kafka")))}
+                    k in p.name for k in ("iceberg", "delta", "kafka", "aws")))}
         finally:
             spark.stop()
     Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
@@ -982,6 +1046,8 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
     sides = {"parquet_vs_spark": ("parquet", "spark"), "s3_parquet_vs_spark": ("s3", "spark"),
              "kafka_vs_spark": ("kafka", "spark"),
              "iceberg_vs_spark": ("iceberg", "spark"), "delta_vs_spark": ("delta", "spark"),
+             "s3_iceberg_vs_spark": ("s3_iceberg", "spark"),
+             "s3_delta_vs_spark": ("s3_delta", "spark"),
              "parquet_vs_daft": ("peers", "daft"), "parquet_vs_ray": ("peers", "ray")}
     out: dict[str, Any] = {}
     for key, (case, peer) in sides.items():
@@ -1057,7 +1123,7 @@ def chart(result: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     bars: list[tuple[str, dict[str, Any]]] = []
-    for case in ("parquet", "s3", "kafka", "iceberg", "delta", "peers"):
+    for case in ("parquet", "s3", "kafka", *TABLE_CASES, "peers"):
         found = result["cases"].get(case)
         if not found:
             continue
@@ -1148,7 +1214,7 @@ def main() -> int:
     if not sizes and "rss" in cases:
         cases.remove("rss")
     spark_cases = [c for c in cases if c in ("parquet", "s3", "kafka", "peers", "rss")]
-    table_cases = [c for c in cases if c in ("iceberg", "delta")]
+    table_cases = [c for c in cases if c in TABLE_CASES]
     if table_cases and not TABLES_PYTHON.exists():
         parser.error(f"{','.join(table_cases)} need {TABLES_PYTHON} (make tables-setup)")
     results: dict[str, Any] = {}
@@ -1237,8 +1303,14 @@ def main() -> int:
             "kafka": f"ours: KafkaSink exactly_once, sql={KAFKA_SQL!r}; spark: Spark's source "
                      ".selectExpr('key','value') -> Spark's Kafka sink (at-least-once); a fresh "
                      "6-partition topic per write, counted read_committed",
-            "tables": "benchmarks/table_write.py's tables (fresh per run) and SQL; in "
-                      ".venv-tables",
+            "tables": "iceberg, delta, s3_iceberg, s3_delta: the records as read (Spark's "
+                      "Kafka schema) appended to one table per side across the rounds; ours: "
+                      "ingest(..., IcebergSink|DeltaSink(table, application, run=<new>)): the "
+                      "readers land the table's Parquet files, the sink commits them (Iceberg's "
+                      "Java API / delta-rs) with the run's record; spark: Spark's source -> "
+                      "writeTo(t).append() / write.format('delta').mode('append'); s3_*: on a "
+                      "local versitygw through S3A, Iceberg's JdbcCatalog on a local "
+                      "PostgreSQL, both counted on both sides; in .venv-tables (tables_main)",
             "peers": "the plain slice (no transactions) into Parquet; Daft and Ray in "
                      ".cache/venv-peers, one process each, timed and measured by themselves; "
                      "Ray with 2 CPUs; Daft with timeout_ms=--daft-timeout-ms (its wall "

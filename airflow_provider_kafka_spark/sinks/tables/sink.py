@@ -194,11 +194,12 @@ class TableSink(Sink):
 
     def describe(self) -> dict[str, Any]:
         """``{"table", "format", "location", "application", "run", "write_id": None,
-        "records_written": 0, "committed": False, "skipped": False}`` (``commit`` completes
-        it; ``location`` is None before ``prepare``)."""
+        "records_written": 0, "committed": False, "skipped": False, "landed": False}``
+        (``commit`` completes it: ``landed`` says whether the commit added the readers' own
+        files; ``location`` is None before ``prepare``)."""
         return {"table": self.table, "format": self.format_name, "location": self.location,
                 "application": self.application, "run": self.run, "write_id": None,
-                "records_written": 0, "committed": False, "skipped": False}
+                "records_written": 0, "committed": False, "skipped": False, "landed": False}
 
     # -- the steps -----------------------------------------------------------------------
 
@@ -309,7 +310,8 @@ class TableSink(Sink):
     def commit(self, manifest: Mapping[str, Any]) -> dict[str, Any]:
         """Write the run's rows in one table commit recording ``manifest["ranges"]`` (or,
         when this write is already in the table, nothing); what the commit did:
-        ``{"write_id", "committed", "skipped", "commit", "records_written", "replaced"}``.
+        ``{"write_id", "committed", "skipped", "commit", "records_written", "replaced",
+        "landed"}``.
 
         Raises:
             TableError: the commit kept conflicting with concurrent commits, or failed.
@@ -376,7 +378,7 @@ class TableSink(Sink):
                      done.get("commit"),
                      f", replacing the run's earlier write(s) {replaced}" if replaced else "")
             return {"write_id": wid, "committed": True, "skipped": False, **done,
-                    "replaced": replaced}
+                    "replaced": replaced, "landed": self._landed is not None}
         raise AssertionError("unreachable")
 
     def abort(self) -> None:
