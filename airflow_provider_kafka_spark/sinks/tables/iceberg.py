@@ -1,20 +1,37 @@
 """The :class:`IcebergSink`: a table of a Spark catalog backed by Apache Iceberg
 (``spark.sql.catalog.<name>=org.apache.iceberg.spark.SparkCatalog``: Hadoop, JDBC, REST, Hive,
-Glue... catalogs), written with Iceberg's own Spark writer.
+Glue... catalogs).
 
-A run's commit is one ``overwrite by filter`` snapshot: the new data files, the run's earlier
-rows (``_kafka_spark_write IN (...)``) deleted, the record in the snapshot summary
-(``kafka-spark.*`` properties), validated with ``isolation-level=serializable`` from the
-snapshot the look-up read (the newest snapshot the walk over the commits saw), so a concurrent
-commit that wrote rows of the same writes makes it fail instead of duplicating (commits of other
-runs do not conflict: Iceberg retries onto them).
+A run's commit is one ``overwrite`` snapshot: the new data files, the run's earlier rows
+(``_kafka_spark_write IN (...)``) deleted, the record in the snapshot summary
+(``kafka-spark.*`` properties), validated with serializable isolation from the snapshot the
+look-up read (the newest snapshot the walk over the commits saw), so a concurrent commit that
+wrote rows of the same writes makes it fail instead of duplicating (commits of other runs do not
+conflict: Iceberg retries onto them). The data files come one of two ways:
+
+* **the readers' own files** (:meth:`IcebergSink.landing_folder`): for records as read (the
+  native readers, no decode, transform or sql) into an unpartitioned, unsorted Parquet table
+  whose data folder is local or on S3 and whose columns are exactly the readers' (same names,
+  same types, nullable; the other columns nullable), the readers write one Parquet file per
+  split into ``<data folder>/kafka-spark-<uuid>/`` with the table's codec and the write id in
+  every row, and :meth:`IcebergSink.commit_files` adds exactly those files through Iceberg's
+  Java API in the session's JVM (each file's metrics from its footer). Files written by
+  pyarrow carry no Iceberg field ids: the sink keeps the table's
+  ``schema.name-mapping.default`` complete (every column by its name) before the read, so
+  Iceberg and other readers find the columns by name;
+* **Spark's writer** (:meth:`IcebergSink.commit_rows`) for everything else (and on Spark
+  Connect, which has no JVM to call): ``writeTo(table).overwrite(...)`` with
+  ``isolation-level=serializable``.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
@@ -22,12 +39,20 @@ from airflow_provider_kafka_spark.errors import (
     TableRuntimeError,
     error_line,
 )
-from airflow_provider_kafka_spark.sinks.tables.commits import WRITE_COLUMN, CommitRecord
+from airflow_provider_kafka_spark.s3 import S3Settings, settings_of_spark, split_s3
+from airflow_provider_kafka_spark.sinks.tables.commits import (
+    PREFIX,
+    WRITE_COLUMN,
+    CommitRecord,
+    run_prefix,
+)
 from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described, store_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import StructType
+    from pyspark.sql.types import DataType, StructType
+
+log = logging.getLogger(__name__)
 
 ICEBERG_CATALOGS = ("org.apache.iceberg.spark.SparkCatalog",
                     "org.apache.iceberg.spark.SparkSessionCatalog")
@@ -36,6 +61,10 @@ ICEBERG_SPARK_VERSIONS = ("3.4", "3.5", "4.0", "4.1")
 
 _METRICS = f"write.metadata.metrics.column.{WRITE_COLUMN}"
 _PAGES = (16, 256, None)
+NAME_MAPPING = "schema.name-mapping.default"
+"""The table property holding the JSON name mapping Iceberg reads files without field ids by."""
+_LANDING_SCHEMES = ("file", "s3a", "s3")
+"""Where the readers can land a table's files: local folders, and S3."""
 
 
 def runtime_artifact(spark_version: str) -> str:
@@ -217,6 +246,172 @@ class IcebergSink(TableSink):
         return {"commit": str(row["snapshot_id"]),
                 "records_written": int(summary.get("added-records", 0))}
 
+    def landing_folder(self, spark: SparkSession,
+                       output: StructType) -> tuple[str, str, S3Settings | None] | None:
+        """The table's data folder (``write.data.path``, else ``<location>/data``), its Parquet
+        codec (``write.parquet.compression-codec``, Iceberg's default zstd) and, for a folder on
+        S3, the session's S3A settings of its bucket; first the table's name mapping is made
+        complete (:data:`NAME_MAPPING`: every column of the current schema by its name, the
+        aliases it had kept), a property change before anything is read. None, the reason
+        logged at info, when the table cannot take the readers' files as they write them:
+        Spark Connect (no JVM for Iceberg's Java API), a partitioned or sorted table, data files
+        of another format, a codec the readers cannot write (or brotli, which Iceberg's Java
+        readers read only with a codec Spark does not bundle), a data folder neither local nor
+        on S3, an output column the table lacks by its exact name or has with another type
+        (or NOT NULL), or a NOT NULL column the readers do not write."""
+        found = self._landing_of(spark, output)
+        if isinstance(found, str):
+            log.info("IcebergSink: the run's records go into %s through Spark's writer, not as "
+                     "the readers' files: %s.", self.table, found)
+            return None
+        return found
+
+    def _landing_of(self, spark: SparkSession,
+                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
+        """:meth:`landing_folder`'s answer, or why not."""
+        from pyspark.sql.types import StringType, StructField
+
+        from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS
+
+        if getattr(spark, "_jsparkSession", None) is None:
+            return "a Spark Connect session has no JVM to call Iceberg's Java API in"
+        table = self._java_table(spark, "read the settings of")
+        spec, order, properties = table.spec(), table.sortOrder(), table.properties()
+        if not spec.isUnpartitioned():
+            return ("the table is partitioned (by "
+                    f"{', '.join(str(f.name()) for f in spec.fields())})")
+        if not order.isUnsorted():
+            return "the table has a sort order, which the readers' files do not follow"
+        file_format = (properties.get("write.format.default") or "parquet").lower()
+        if file_format != "parquet":
+            return f"its data files are {file_format}, not parquet"
+        codec = (properties.get("write.parquet.compression-codec") or "zstd").lower()
+        if codec not in PARQUET_CODECS:
+            return f"its Parquet codec {codec} is not one the readers write"
+        if codec == "brotli":  # the JVM reads it only with Hadoop's BrotliCodec, not bundled
+            return ("its Parquet codec brotli needs a codec the JVM may lack, which Spark's "
+                    "writer checks")
+        data = (properties.get("write.data.path")
+                or f"{str(table.location()).rstrip('/')}/data").rstrip("/")
+        scheme = urlsplit(data).scheme.lower()
+        if not (scheme in _LANDING_SCHEMES or (not scheme and data.startswith("/"))):
+            return f"its data folder {data} is neither local nor on S3"
+        schema = table.schema()
+        written = [*output.fields, StructField(WRITE_COLUMN, StringType())]
+        for field in written:
+            column = schema.findField(field.name)  # by the exact name: files map by name
+            if column is None:
+                return f"the table has no column named exactly {field.name}"
+            wanted = _iceberg_type(field.dataType)
+            has = f"{'optional' if column.isOptional() else 'required'} " \
+                  f"{_described(column.type())}"
+            if wanted is None or has != f"optional {wanted}":
+                return (f"the column {field.name} is {has} in the table; the readers write "
+                        f"optional {wanted or field.dataType.simpleString()}")
+        names = {f.name for f in written}
+        for column in schema.columns():
+            if column.isRequired() and column.name() not in names:
+                return (f"the table's column {column.name()} is NOT NULL and the readers do not "
+                        "write it")
+        self._complete_name_mapping(spark, table)
+        s3 = settings_of_spark(spark, split_s3(data)[0]) if scheme in ("s3a", "s3") else None
+        return data, codec, s3
+
+    def _java_table(self, spark: SparkSession, doing: str) -> Any:
+        """The table as Iceberg's Java API has it (its newest metadata), from the session's
+        catalog."""
+        try:
+            jvm: Any = spark.sparkContext._jvm
+            table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(
+                spark._jsparkSession, self.table)
+            table.refresh()
+            return table
+        except Exception as exc:
+            failure = store_failure("IcebergSink", f"{doing} the table {self.table}", exc)
+            if failure is not None:
+                raise failure from exc
+            raise TableError(f"IcebergSink: could not {doing} the table {self.table}: "
+                             f"{error_line(exc)}. Nothing was read or written; retry the "
+                             "task.") from exc
+
+    def _complete_name_mapping(self, spark: SparkSession, table: Any) -> None:
+        """Make the table's name mapping name every column of its current schema (the
+        readers' files have no field ids; without it Iceberg reads their columns as nulls),
+        keeping the names it had for the same columns."""
+        jvm: Any = spark.sparkContext._jvm
+        mapping = jvm.org.apache.iceberg.mapping
+        wanted = json.loads(mapping.NameMappingParser.toJson(
+            mapping.MappingUtil.create(table.schema())))
+        text = table.properties().get(NAME_MAPPING)
+        try:
+            present = json.loads(text) if text else []
+        except ValueError:
+            log.warning("IcebergSink: the name mapping of %s is not JSON; replacing it.",
+                        self.table)
+            present = []
+        merged = _merged_mapping(present if isinstance(present, list) else [], wanted)
+        if merged == present:
+            return
+        try:
+            table.updateProperties().set(
+                NAME_MAPPING, json.dumps(merged, separators=(",", ":"))).commit()
+        except Exception as exc:
+            failure = store_failure("IcebergSink", f"set {NAME_MAPPING} of {self.table}", exc)
+            if failure is not None:
+                raise failure from exc
+            raise TableError(f"IcebergSink: could not set {NAME_MAPPING} of {self.table}: "
+                             f"{error_line(exc)}. Nothing was read or written; retry the "
+                             "task.") from exc
+        log.info("IcebergSink: set %s of %s, so that files without field ids (the readers') "
+                 "are read by their column names.", NAME_MAPPING, self.table)
+
+    def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
+                     record: CommitRecord) -> dict[str, Any]:
+        """One ``OverwriteFiles`` snapshot through Iceberg's Java API: each of ``files`` added
+        (its metrics read from its footer with the table's metrics settings and name mapping,
+        its size from the store), the rows of the writes ``replacing`` deleted, ``record`` in
+        the summary; validated from ``self._head`` against concurrent commits that added or
+        deleted rows of this run (serializable, as :meth:`commit_rows`)."""
+        jvm: Any = spark.sparkContext._jvm
+        iceberg = jvm.org.apache.iceberg
+        table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.table)
+        table.refresh()
+        text = table.properties().get(NAME_MAPPING)
+        mapping = (iceberg.mapping.NameMappingParser.fromJson(text) if text
+                   else iceberg.mapping.MappingUtil.create(table.schema()))
+        metrics_config = iceberg.MetricsConfig.forTable(table)
+        io, spec = table.io(), table.spec()
+        expressions = iceberg.expressions.Expressions
+        overwrite = table.newOverwrite()
+        for uri in files:
+            source = io.newInputFile(uri)
+            metrics = iceberg.parquet.ParquetUtil.fileMetrics(source, metrics_config, mapping)
+            overwrite.addFile(iceberg.DataFiles.builder(spec).withPath(uri)
+                              .withFormat(iceberg.FileFormat.PARQUET)
+                              .withFileSizeInBytes(source.getLength())
+                              .withMetrics(metrics).build())
+        if replacing:
+            overwrite.overwriteByRowFilter(getattr(expressions, "in")(WRITE_COLUMN, replacing))
+        for key, value in record.to_properties().items():
+            overwrite.set(key, value)
+        if self._head is not None:
+            overwrite.validateFromSnapshot(int(self._head))
+        assert self.application is not None and self.run is not None  # checked in prepare()
+        overwrite.conflictDetectionFilter(
+            expressions.startsWith(WRITE_COLUMN, run_prefix(self.application, self.run)))
+        overwrite.validateNoConflictingData()
+        overwrite.validateNoConflictingDeletes()
+        overwrite.commit()
+        snapshot = table.currentSnapshot()  # this commit's, unless another came right after
+        while snapshot is not None and \
+                snapshot.summary().get(f"{PREFIX}write-id") != record.write_id:
+            parent = snapshot.parentId()
+            snapshot = None if parent is None else table.snapshot(parent)
+        if snapshot is None:
+            return {"commit": None, "records_written": 0}
+        return {"commit": str(snapshot.snapshotId()),
+                "records_written": int(snapshot.summary().get("added-records") or 0)}
+
     def is_conflict(self, exc: BaseException) -> bool:
         text = str(exc)
         return any(s in text for s in ("ValidationException", "CommitFailedException",
@@ -236,3 +431,77 @@ def _catalogs(spark: SparkSession) -> set[str]:
 def _table_properties(spark: SparkSession, table: str) -> dict[str, str]:
     """The table's properties (Iceberg adds ``current-snapshot-id``); no Spark job."""
     return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+
+
+def _iceberg_type(spark_type: DataType) -> str | None:
+    """The Iceberg type a Parquet column the readers write of ``spark_type`` is read as (as
+    :func:`_described` writes it), or None for a type the readers do not write."""
+    from pyspark.sql.types import ArrayType, StructType
+
+    if isinstance(spark_type, ArrayType):
+        element = _iceberg_type(spark_type.elementType)
+        required = "" if spark_type.containsNull else "required "
+        return None if element is None else f"list<{required}{element}>"
+    if isinstance(spark_type, StructType):
+        fields = [(f, _iceberg_type(f.dataType)) for f in spark_type.fields]
+        if any(t is None for _, t in fields):
+            return None
+        return "struct<" + ", ".join(
+            f"{f.name}: {'optional' if f.nullable else 'required'} {t}" for f, t in fields) + ">"
+    return _PRIMITIVES.get(spark_type.typeName())
+
+
+_PRIMITIVES = {"binary": "binary", "string": "string", "integer": "int", "long": "long",
+               "timestamp": "timestamptz", "boolean": "boolean", "double": "double",
+               "float": "float"}
+"""Spark's type -> the Iceberg type of the Parquet column pyarrow writes for it (a timestamp is
+microseconds adjusted to UTC: ``timestamptz``)."""
+
+
+def _described(iceberg_type: Any) -> str:
+    """An Iceberg (Java) type as text without field ids, with each nested field's and list
+    element's and map value's optionality: ``list<struct<key: optional string, ...>>``."""
+    if iceberg_type.isPrimitiveType():
+        return str(iceberg_type.toString())
+    if iceberg_type.isListType():
+        listed = iceberg_type.asListType()
+        required = "" if listed.isElementOptional() else "required "
+        return f"list<{required}{_described(listed.elementType())}>"
+    if iceberg_type.isMapType():
+        mapped = iceberg_type.asMapType()
+        required = "" if mapped.isValueOptional() else "required "
+        return (f"map<{_described(mapped.keyType())}, {required}"
+                f"{_described(mapped.valueType())}>")
+    fields = iceberg_type.asStructType().fields()
+    return "struct<" + ", ".join(
+        f"{f.name()}: {'optional' if f.isOptional() else 'required'} {_described(f.type())}"
+        for f in fields) + ">"
+
+
+def _merged_mapping(present: list[Any], wanted: list[Any]) -> list[Any]:
+    """The name mapping ``present`` (Iceberg's JSON: ``[{"field-id", "names", "fields"}]``)
+    completed by ``wanted`` (the current schema's): each wanted field's names added to the
+    present field of its id (the present names kept, its nested fields merged alike), the
+    wanted fields present lacks appended, and a present name that now means another column
+    dropped. Equal to ``present`` when it maps every wanted name already."""
+    owner = {name: w.get("field-id") for w in wanted for name in w.get("names", [])}
+    by_id = {w.get("field-id"): w for w in wanted}
+    merged: list[Any] = []
+    seen = set()
+    for field in present:
+        if not isinstance(field, dict):
+            continue
+        fid = field.get("field-id")
+        names = [n for n in field.get("names", []) if owner.get(n, fid) == fid]
+        if not names:
+            continue  # every name of it means another column now
+        entry = {**field, "names": names}
+        match = by_id.get(fid) if fid is not None else None
+        if match is not None:
+            seen.add(fid)
+            entry["names"] = names + [n for n in match.get("names", []) if n not in names]
+            if match.get("fields"):
+                entry["fields"] = _merged_mapping(field.get("fields") or [], match["fields"])
+        merged.append(entry)
+    merged += [w for w in wanted if w.get("field-id") not in seen]
+    return merged
