@@ -303,3 +303,24 @@ def test_a_try_whose_run_another_try_committed_since_its_look_up_conflicts_and_w
     assert out["skipped"] and not out["committed"] and out["write_id"] == raced[0]["write_id"]
     assert table.rows(table_spark) == expected(data, ranges) + expected(data, other)
     assert table.commit_count(table_spark) == 2
+
+
+def test_a_run_whose_splits_landed_no_file_commits_a_snapshot_that_records_it(
+        table_spark: Any, topic: Any, warehouses: Any) -> None:
+    """Ranges whose records are all gone from the read (e.g. aborted transactions) land no
+    file: the commit still records the run, adding nothing."""
+    from airflow_provider_kafka_spark.spark.schema import kafka_schema
+
+    table = create(table_spark, "iceberg-hadoop", warehouses.lake, AS_READ_COLUMNS)
+    ranges = ranges_of(topic[0], {0: (0, 2)})
+    sink = table.sink("run-e")
+    sink.prepare(table_spark, table_spark.createDataFrame([], kafka_schema(True)))
+    taken = sink.intake(SinkInput("e", "as_read", "python", ranges)).takes
+    assert isinstance(taken, LandedParquet)
+    taken.adopt([])
+    out = sink.commit({"ranges": ranges.to_dict()})
+    assert out["committed"] and out["landed"] and out["records_written"] == 0
+    assert out["commit"] is not None
+    [record] = table.records(table_spark)
+    assert (record.run, record.ranges) == ("run-e", ((topic[0], 0, 0, 2),))
+    assert table.rows(table_spark) == Counter()
