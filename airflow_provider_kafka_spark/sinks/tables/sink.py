@@ -14,6 +14,7 @@ that conflicts with a concurrent one is tried again from the reading, up to
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import random
@@ -292,6 +293,9 @@ class TableSink(Sink):
         if self._landing is not None and self._landed and not self._commit_tried:
             try:
                 self._landing.remove(self._landed)
+                if self._landing.s3 is None:  # the attempt's own folder, empty now
+                    with contextlib.suppress(OSError):
+                        os.rmdir(self._landing.path)
             except Exception as exc:  # noqa: BLE001  # left for the format's orphan clean-up
                 log.warning("%s: could not delete the %d landed file(s) in %s: %s",
                             type(self).__name__, len(self._landed), self._landing.path,
