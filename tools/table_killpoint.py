@@ -8,9 +8,10 @@ Delta's extension and catalog, the Iceberg Hadoop catalog ``lake`` on ``DIR`` an
 PostgreSQL whose warehouse is on S3), warms up,
 prints ``READY``, takes its :class:`Job` (``--job``, or one JSON line on stdin) and runs
 ``ingest(spark, ranges, config, sink, sql=job.sql)``. The sink is the package's
-``IcebergSink``/``DeltaSink`` with ``commit_rows`` wrapped (no hook inside the package): it
-prints ``COMMITTING <write id>`` when the table commit begins (the read, the statistics and
-the look-up of the run's writes are done), then, by ``job.hold``:
+``IcebergSink``/``DeltaSink`` with ``commit_rows``, ``commit_files`` and ``intake`` wrapped (no
+hook inside the package). A run the sink commits through Spark's writer (``commit_rows``: a
+``sql``) prints ``COMMITTING <write id>`` when the table commit begins (the read, the
+statistics and the look-up of the run's writes are done), then, by ``job.hold``:
 
 ``before``
     waits for the kill without writing anything;
@@ -22,10 +23,24 @@ the look-up of the run's writes are done), then, by ``job.hold``:
     lets the commit finish, prints ``COMMITTED <write id>`` and waits for the kill (the
     ingest never returns).
 
+A run whose readers land the table's files (``sql=None``, records as read into a table that
+takes them: the sink's intake answers ``LandedParquet``) prints ``LANDING <write id> <landing
+folder>`` before the read, then, by ``job.hold``:
+
+``during``
+    the landing read runs with its first task held after it wrote its split's file (ingest's
+    ``land_kafka`` is given the read with a pass-through ``mapInArrow`` on top, no shuffle: the
+    same tasks): the readers write their files into the landing folder, the read never
+    finishes, ``commit_files`` is never reached;
+``before`` / ``after_commit``
+    as above, at ``commit_files`` (``COMMITTING`` when it begins; every landed file is
+    written by then).
+
 :func:`kill_table_ingest` gives a started child (:class:`TableChild`; :class:`Standby` starts
 each one while the kill point before it runs) its job, reaches the moment (the ``COMMITTING``
-line; then the first new data file in the table's folder while no new commit file is there; or
-the ``COMMITTED`` line and the new commit file; on S3 the objects are listed through the S3 API),
+or ``LANDING`` line; then the first new data file in the table's folder while no new commit file
+is there; or the ``COMMITTED`` line and the new commit file; on S3 the objects are listed
+through the S3 API),
 SIGKILLs the child's process group and what
 descended from it, and says what it saw. The caller checks the table and retries the run
 (``tests/tables/test_table_killpoints.py``). A held child that is never killed gives up after
@@ -220,7 +235,9 @@ class Job:
     hold: str
     application: str = "app"
     generation: int = 0
-    sql: str = SQL
+    sql: str | None = SQL
+    """None: the records as read (into a table of Spark's Kafka schema the readers land
+    files)."""
 
     def __post_init__(self) -> None:
         if self.hold not in MOMENTS:
@@ -232,7 +249,7 @@ class TableKill:
     """What one kill point saw."""
 
     moment: str
-    write_id: str  # from the child's COMMITTING line
+    write_id: str  # from the child's LANDING or COMMITTING line
     returncode: int  # the child's: -9 when the SIGKILL ended it
     ready_s: float  # from the child's start to its READY line
     waited_s: float  # how long the caller waited for READY (0: it was ready)
@@ -240,8 +257,9 @@ class TableKill:
     kill_s: float  # from the job to the kill
     cpu_s: float  # CPU time of the child and its descendants, from its start to the kill
     lines: tuple[str, ...]  # the child's protocol lines (READY, COMMITTING, COMMITTED, DONE)
-    new_data_files: frozenset[str]  # since COMMITTING, at the kill
-    new_commit_files: frozenset[str]  # since COMMITTING, at the kill
+    new_data_files: frozenset[str]  # since the job was sent, at the kill
+    new_commit_files: frozenset[str]  # since LANDING or COMMITTING, at the kill
+    landing: str | None = None  # the landing folder's name (LANDING), None: Spark's writer
 
 
 class TableChild:
@@ -285,7 +303,7 @@ class TableChild:
         if self.ready_at is not None:
             return 0.0
         began = time.monotonic()
-        self.expect("READY", timeout)
+        self.expect(("READY",), timeout)
         self.ready_at = time.monotonic()
         return self.ready_at - began
 
@@ -295,23 +313,26 @@ class TableChild:
         self.proc.stdin.write(json.dumps(asdict(job)) + "\n")
         self.proc.stdin.flush()
 
-    def expect(self, word: str, timeout: float) -> str:
-        """The rest of the child's next line starting with ``word`` (other lines are kept
-        in ``lines``); fails when the child ends or ``timeout`` passes first."""
+    def expect(self, words: tuple[str, ...], timeout: float) -> tuple[str, str]:
+        """The child's next line starting with one of ``words``: that word and the rest of
+        the line (other lines are kept in ``lines``); fails when the child ends or
+        ``timeout`` passes first."""
         deadline = time.monotonic() + timeout
+        wanted = " or ".join(words)
         while True:
             remaining = deadline - time.monotonic()
             try:
                 line = self._queue.get(timeout=max(0.0, remaining))
             except queue.Empty:
-                raise TimeoutError(f"the kill-point child printed no {word} line in "
+                raise TimeoutError(f"the kill-point child printed no {wanted} line in "
                                    f"{timeout:.0f}s{self.tail()}") from None
             if line is None:
                 raise RuntimeError(f"the kill-point child ended (code {self.proc.wait()}) "
-                                   f"before its {word} line{self.tail()}")
+                                   f"before its {wanted} line{self.tail()}")
             self.lines.append(line)
-            if line == word or line.startswith(word + " "):
-                return line[len(word):].strip()
+            for word in words:
+                if line == word or line.startswith(word + " "):
+                    return word, line[len(word):].strip()
 
     def wait_for(self, check: Callable[[], Any], what: str, timeout: float) -> Any:
         """Poll ``check()`` until it returns something true; fail if the child ends first."""
@@ -418,21 +439,42 @@ def kill_table_ingest(child: TableChild, job: Job, *, ready_timeout: float = 180
     try:
         waited = child.ready(ready_timeout)
         assert child.ready_at is not None
+        data = files.data_files()  # nothing but the child writes the table's data files
         sent = time.monotonic()
         child.send(job)
-        wid = child.expect("COMMITTING", moment_timeout)
+        word, said = child.expect(("LANDING", "COMMITTING"), moment_timeout)
+        # Only the run's one commit can come after this line (an Iceberg table's name mapping
+        # is set before the LANDING line).
+        commits = files.commit_files()
+        landing = None
+        if word == "LANDING":
+            wid, _, folder = said.partition(" ")
+            landing = folder.rstrip("/").rsplit("/", 1)[-1]
+        else:
+            wid = said
         committing = time.monotonic()
-        data, commits = files.data_files(), files.commit_files()
-        if job.hold == "during":
-            child.wait_for(lambda: files.data_files() - data, "new data file", moment_timeout)
+        if landing is not None and job.hold == "during":
+            child.wait_for(lambda: files.data_files() - data, "new landed file", moment_timeout)
             if files.commit_files() != commits:
-                raise AssertionError("a commit appeared while the write job was held: "
+                raise AssertionError("a commit appeared while the landing read was held: "
                                      f"{sorted(files.commit_files() - commits)}")
-        elif job.hold == "after_commit":
-            done = child.expect("COMMITTED", moment_timeout)
-            if done != wid:
-                raise AssertionError(f"COMMITTED {done} after COMMITTING {wid}")
-            child.wait_for(lambda: files.commit_files() - commits, "new commit file", 10)
+        else:
+            if landing is not None:
+                _, began = child.expect(("COMMITTING",), moment_timeout)
+                if began != wid:
+                    raise AssertionError(f"COMMITTING {began} after LANDING {wid}")
+                committing = time.monotonic()
+            if job.hold == "during":
+                child.wait_for(lambda: files.data_files() - data, "new data file",
+                               moment_timeout)
+                if files.commit_files() != commits:
+                    raise AssertionError("a commit appeared while the write job was held: "
+                                         f"{sorted(files.commit_files() - commits)}")
+            elif job.hold == "after_commit":
+                _, done = child.expect(("COMMITTED",), moment_timeout)
+                if done != wid:
+                    raise AssertionError(f"COMMITTED {done} after COMMITTING {wid}")
+                child.wait_for(lambda: files.commit_files() - commits, "new commit file", 10)
         new_data, new_commits = files.data_files() - data, files.commit_files() - commits
         killed = time.monotonic()
         code = child.kill()
@@ -441,7 +483,7 @@ def kill_table_ingest(child: TableChild, job: Job, *, ready_timeout: float = 180
                          waited_s=round(waited, 3), committing_s=round(committing - sent, 3),
                          kill_s=round(killed - sent, 3), cpu_s=round(child.cpu_s, 1),
                          lines=tuple(child.lines), new_data_files=frozenset(new_data),
-                         new_commit_files=frozenset(new_commits))
+                         new_commit_files=frozenset(new_commits), landing=landing)
     finally:
         child.close()
 
@@ -449,13 +491,24 @@ def kill_table_ingest(child: TableChild, job: Job, *, ready_timeout: float = 180
 # -- the child ---------------------------------------------------------------------------
 
 def held_sink(table_format: str, hold: str) -> type:
-    """The package's sink class for ``table_format`` with ``commit_rows`` wrapped for
-    ``hold`` (see the module docs)."""
-    from airflow_provider_kafka_spark.sinks.tables import TABLE_FORMATS
+    """The package's sink class for ``table_format`` with ``intake``, ``commit_rows`` and
+    ``commit_files`` wrapped for ``hold`` (see the module docs)."""
+    from airflow_provider_kafka_spark.sinks.tables import TABLE_FORMATS, WRITE_COLUMN
+    from airflow_provider_kafka_spark.spark.intake import LandedParquet
 
     base = TABLE_FORMATS[table_format]
 
     class Held(base):  # type: ignore[misc, valid-type]
+        def intake(self, given: Any) -> Any:
+            taken = super().intake(given)
+            if isinstance(taken.takes, LandedParquet):
+                folder = taken.takes.folder
+                print(f"LANDING {dict(folder.constants)[WRITE_COLUMN]} {folder.path}",
+                      flush=True)
+                if hold == "during":
+                    _hold_next_landing_read()
+            return taken
+
         def commit_rows(self, spark: Any, df: Any, replacing: list[str], record: Any) -> Any:
             print(f"COMMITTING {record.write_id}", flush=True)
             if hold == "before":
@@ -468,8 +521,47 @@ def held_sink(table_format: str, hold: str) -> type:
                 _hold()
             return done
 
+        def commit_files(self, spark: Any, files: list[str], replacing: list[str],
+                         record: Any) -> Any:
+            print(f"COMMITTING {record.write_id}", flush=True)
+            if hold == "before":
+                _hold()
+            done = super().commit_files(spark, files, replacing, record)
+            print(f"COMMITTED {record.write_id}", flush=True)
+            if hold == "after_commit":
+                _hold()
+            return done
+
     Held.__name__ = f"Held{base.__name__}"
     return Held
+
+
+def _hold_next_landing_read() -> None:
+    """Make ingest's next landing read (its ``land_kafka``, the one seam between the landing
+    read and its collect) run with its first task held: the read with a pass-through
+    ``mapInArrow`` on top (no shuffle: the same tasks) whose first task, once its split's
+    file is written and reported, waits (up to :data:`HOLD_S`), so the other tasks land
+    their files and the read never ends."""
+    import importlib
+
+    module = importlib.import_module("airflow_provider_kafka_spark.spark.ingest")
+    land = module.land_kafka
+
+    def held(reads: Any) -> Any:
+        module.land_kafka = land  # once
+        return land(reads.mapInArrow(_first_task_held_after_its_input, reads.schema))
+
+    module.land_kafka = held
+
+
+def _first_task_held_after_its_input(batches: Iterator[Any]) -> Iterator[Any]:
+    from pyspark import TaskContext
+
+    passed = list(batches)  # the split's file is written once its report comes
+    context = TaskContext.get()
+    if context is not None and context.partitionId() == 0:
+        time.sleep(HOLD_S)
+    yield from passed
 
 
 def _hold() -> None:

@@ -17,22 +17,53 @@ The retry runs here, in the tier's ``table_spark`` session, which sees the table
 Each moment runs for tables in a local folder; ``during`` and ``after_commit`` also for tables
 on S3 (``*-s3``: Iceberg's JdbcCatalog ``s3`` with its warehouse on the S3 server, a Delta table
 at an ``s3a://`` path), where the files the kill leaves are objects, listed through the S3 API.
+
+A run of the records as read into a table of Spark's Kafka schema is committed another way
+(issue 43): the readers land its Parquet files into ``<data folder>/kafka-spark-<uuid>/`` and
+the sink's ``commit_files`` adds exactly those files. Its moments (local tables):
+
+* ``during``: the landing read's tasks wrote files into the run's landing folder, its first
+  task never ends: new files, no new commit;
+* ``before``: ``commit_files`` began (every file landed): no new commit;
+* ``after_commit``: ``commit_files`` returned, the ingest did not.
+
+The retry lands files of its own (or, after the commit, finds the run and writes nothing): the
+table's files are exactly one try's, the killed try's files that were not committed stay in its
+folder outside the table (the format's orphan-file clean-up removes them).
 """
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from collections import Counter
+from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pytest
 
 from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN
 from airflow_provider_kafka_spark.sinks.tables.commits import write_id
-from tests.tables.cases import SQL, create, expected, ranges_of, run_ingest
+from tests.tables.cases import (
+    AS_READ_COLUMNS,
+    SQL,
+    Table,
+    create,
+    expected,
+    ranges_of,
+    run_ingest,
+)
 from tools.kafka_records import produce
-from tools.table_killpoint import MOMENTS, Job, Standby, kill_table_ingest, table_conf
+from tools.table_killpoint import (
+    MOMENTS,
+    Job,
+    Standby,
+    TableFiles,
+    kill_table_ingest,
+    table_conf,
+)
 
 pytestmark = [pytest.mark.tables, pytest.mark.spark, pytest.mark.integration]
 
@@ -152,3 +183,107 @@ def test_a_driver_killed_at_the_table_commit_leaves_each_record_once_after_the_r
     records = table.records(table_spark)
     assert [r.write_id for r in records] == [wid]
     assert records[0].offsets == {(name, p): stop for p, (_, stop) in BOUNDS.items()}
+
+
+LANDED_CASES = [(kind, moment) for kind in ("iceberg-hadoop",)
+                for moment in ("during", "before", "after_commit")]
+"""Runs whose readers land the table's files, in local tables."""
+
+LANDING_FOLDER = re.compile(r"kafka-spark-[0-9a-f]{32}")
+
+
+def committed_files(spark: Any, table: Table, files: TableFiles) -> set[str]:
+    """The data files of the table's newest version (its metadata's list, as a new driver
+    reads it), relative to its data folder."""
+    if table.format == "iceberg":
+        spark.sql(f"REFRESH TABLE {table.name}")
+        uris = [r[0] for r in spark.sql(f"SELECT file_path FROM {table.name}.files").collect()]
+    else:
+        uris = spark.read.format("delta").load(table.name).inputFiles()
+    root = files.data.rstrip("/") + "/"
+    paths = {unquote(u.removeprefix("file://").removeprefix("file:")) for u in uris}
+    assert all(p.startswith(root) for p in paths), paths
+    return {p.removeprefix(root) for p in paths}
+
+
+@pytest.mark.parametrize(("kind", "moment"), LANDED_CASES)
+def test_a_driver_killed_while_its_readers_land_the_tables_files_leaves_each_record_once(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, lake: Any, warehouses: Any,
+        children: Standby, kind: str, moment: str) -> None:
+    name, data = topic
+    table = create(table_spark, kind, warehouses.of(kind), AS_READ_COLUMNS)
+    table.sink("setup").ensure_write_column(table_spark, table.df(table_spark).schema)
+    assert WRITE_COLUMN in table.df(table_spark).columns
+    ranges = ranges_of(name, BOUNDS)
+    run = f"landed-{moment}"
+    wid = write_id("app", run, 0, ranges)
+    want = expected(data, ranges)
+    assert sum(want.values()) == 70
+
+    kill = kill_table_ingest(children.take(), Job(
+        table.format, table.name, kafka_config["bootstrap.servers"], ranges.to_json(), run=run,
+        hold=moment, sql=None))
+    print(f"\n{kind} landed {moment}: child READY after {kill.ready_s}s (waited "
+          f"{kill.waited_s}s), {kill.lines[-1].split()[0]} {kill.committing_s}s after the job, "
+          f"killed at {kill.kill_s}s; the child's CPU {kill.cpu_s}s")
+
+    # The kill happened, at the moment meant, in a run whose readers landed its files.
+    assert kill.returncode == -signal.SIGKILL, kill
+    assert kill.write_id == wid
+    assert kill.landing is not None and LANDING_FOLDER.fullmatch(kill.landing), kill
+    assert not any(line.startswith("DONE") for line in kill.lines), kill.lines
+    landed = kill.new_data_files
+    assert landed and all(f.rpartition("/")[0] == kill.landing for f in landed), kill
+    if moment == "during":
+        assert kill.lines[-1].startswith(f"LANDING {wid} "), kill.lines
+        assert not kill.new_commit_files, kill
+    elif moment == "before":
+        assert kill.lines[-1] == f"COMMITTING {wid}", kill.lines
+        assert len(landed) == 3 and not kill.new_commit_files, kill  # one file per split
+    else:
+        assert kill.lines[-1] == f"COMMITTED {wid}", kill.lines
+        assert len(landed) == 3 and kill.new_commit_files, kill
+
+    if moment == "after_commit":
+        # The same run again, before this session looks at the table (see above): the sink
+        # finds the killed try's commit and deletes the files its own readers landed.
+        out = run_ingest(table_spark, kafka_config, ranges, table.sink(run), sql=None)
+        assert out["write_id"] == wid
+        assert out["skipped"] is True and out["committed"] is False, out
+        assert out["records_written"] == 0 and out["landed"] is False, out
+    else:
+        if table.format == "iceberg":
+            table_spark.sql(f"REFRESH TABLE {table.name}")
+        assert table.records(table_spark) == []
+        assert table.rows(table_spark) == Counter()
+        out = run_ingest(table_spark, kafka_config, ranges, table.sink(run), sql=None)
+        assert out["write_id"] == wid
+        assert out["committed"] is True and out["skipped"] is False, out
+        assert out["landed"] is True, out
+        assert out["records_written"] == 70 and out["replaced"] == []
+
+    if table.format == "iceberg":
+        table_spark.sql(f"REFRESH TABLE {table.name}")
+    assert table.rows(table_spark) == want
+    assert table.writes(table_spark) == Counter({wid: 70})
+    records = table.records(table_spark)
+    assert [r.write_id for r in records] == [wid]
+    assert records[0].offsets == {(name, p): stop for p, (_, stop) in BOUNDS.items()}
+
+    # The table's files are one try's, one per split, in its landing folder; the killed try's
+    # uncommitted files are not among them.
+    files = TableFiles.of(table.format, table.name, lake)
+    in_table = committed_files(table_spark, table, files)
+    stored = files.data_files()
+    [folder] = {f.rpartition("/")[0] for f in in_table}
+    assert len(in_table) == 3 and LANDING_FOLDER.fullmatch(folder), in_table
+    assert in_table <= stored
+    folders = {p.name for p in Path(files.data).glob("kafka-spark-*")}
+    if moment == "after_commit":  # the killed try's files; the retry's own are gone
+        assert folder == kill.landing and in_table == landed
+        assert stored == in_table and folders == {kill.landing}
+    else:  # the retry's files; the killed try's stay in its folder, outside the table
+        assert folder != kill.landing
+        orphans = stored - in_table
+        assert landed <= orphans and all(f.rpartition("/")[0] == kill.landing for f in orphans)
+        assert folders == {kill.landing, folder}
