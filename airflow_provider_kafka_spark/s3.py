@@ -174,6 +174,24 @@ class S3Settings:
             aws_access_key_id=self.access_key, aws_secret_access_key=self.secret_key,
             aws_session_token=self.session_token, config=config)
 
+    def object_store_options(self) -> dict[str, str]:
+        """These settings as the ``AWS_*`` options of Rust's ``object_store`` (delta-rs's
+        ``storage_options``): path-style requests to an endpoint given (as :meth:`filesystem`),
+        plain HTTP allowed for an ``http://`` one; the secret is in the result."""
+        endpoint = self._endpoint()
+        options = {"AWS_REGION": self.region or _default_region()}
+        if endpoint is not None:
+            options["AWS_ENDPOINT_URL"] = endpoint
+            options["AWS_ALLOW_HTTP"] = str(endpoint.lower().startswith("http://")).lower()
+        elif not self.path_style:  # AWS: buckets by their host name, as S3A's default
+            options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = "true"
+        for key, value in (("AWS_ACCESS_KEY_ID", self.access_key),
+                           ("AWS_SECRET_ACCESS_KEY", self.secret_key),
+                           ("AWS_SESSION_TOKEN", self.session_token)):
+            if value is not None:
+                options[key] = value
+        return options
+
     def filesystem(self) -> Any:
         """pyarrow's ``S3FileSystem`` with these settings (the data objects: multipart
         uploads for large ones, aborted when a write fails)."""

@@ -26,6 +26,24 @@ def test_spark_settings_per_bucket_win_over_the_global_ones() -> None:
     assert lake.hadoop_options("lake")["fs.s3a.bucket.lake.secret.key"] == "SK"
 
 
+
+def test_the_settings_as_object_store_options_for_delta_rs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    local = S3Settings(endpoint_url="127.0.0.1:9000", access_key="AK", secret_key="SK",
+                       path_style=True, ssl=False)
+    assert local.object_store_options() == {
+        "AWS_ENDPOINT_URL": "http://127.0.0.1:9000", "AWS_ALLOW_HTTP": "true",
+        "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK"}
+    aws = S3Settings(region="eu-west-1", access_key="AK", secret_key="SK", session_token="T")
+    assert aws.object_store_options() == {
+        "AWS_REGION": "eu-west-1", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "true",
+        "AWS_ACCESS_KEY_ID": "AK", "AWS_SECRET_ACCESS_KEY": "SK", "AWS_SESSION_TOKEN": "T"}
+    assert S3Settings(endpoint_url="https://s3.example:443").object_store_options() == {
+        "AWS_ENDPOINT_URL": "https://s3.example:443", "AWS_ALLOW_HTTP": "false",
+        "AWS_REGION": "us-east-1"}
+
 def test_the_secret_is_never_shown() -> None:
     settings = S3Settings(endpoint_url="http://x:1", access_key="AKIAEXAMPLE",
                           secret_key="very-secret", session_token="tok-secret")

@@ -1,16 +1,35 @@
 """The :class:`DeltaSink`: a Delta Lake table, by path (``/data/orders``, ``s3a://lake/orders``)
-or by name in a catalog (``spark_catalog`` with Delta's ``DeltaCatalog``), written with
-Delta's own Spark writer (``delta-spark``, session extension ``DeltaSparkSessionExtension``).
+or by name in a catalog (``spark_catalog`` with Delta's ``DeltaCatalog``), checked and read
+with Delta's own Spark module (``delta-spark``, session extension ``DeltaSparkSessionExtension``).
 
 A run's commit is one version whose ``commitInfo.userMetadata`` is the record (a JSON object of
 the ``kafka-spark.*`` properties), with the write id as Delta's transaction identifier
 (``txnAppId`` = ``kafka-spark:<write id>``, ``txnVersion`` 1), so Delta itself refuses a second
-commit of the same write (a commit racing it fails with ``ConcurrentTransactionException``; one
-after it writes nothing). When the look-up found no earlier rows of the run, the version is an
-append; when it did (a reprocessing), an ``overwrite`` with ``replaceWhere
-"_kafka_spark_write IN (...)"``: the new files added and the replaced rows removed in one
-version, and a concurrent commit over the same rows fails it (``Concurrent*Exception``); the
-sink tries it again.
+commit of the same write (a commit racing it fails; one after it writes nothing). The version
+comes one of two ways:
+
+* **the readers' own files, committed by delta-rs** (:meth:`DeltaSink.landing_folder`,
+  :meth:`DeltaSink.commit_files`): for records as read (the native readers, no decode,
+  transform or sql) of a run with no earlier rows in the table, into an unpartitioned table
+  whose folder is local (on a classic session) or on S3, whose protocol asks nothing of an
+  append (reader version 1; writer version <= 2, or the features of
+  :data:`LANDING_WRITER_FEATURES`; no column mapping, CHECK constraint, invariant, generated or
+  identity column) and whose columns are exactly the readers' (same names, same types,
+  nullable; the other columns nullable), the readers write one Parquet file per split into
+  ``<table folder>/kafka-spark-<uuid>/`` with Spark's Parquet codec and the write id in every
+  row, and one delta-rs append adds exactly those files (Delta statistics from their footers).
+  delta-rs checks the transaction identifier itself only against concurrent commits, so the
+  sink checks the table's first; on S3 delta-rs writes the version's log file with a
+  conditional PUT (``If-None-Match``);
+* **Spark's writer** (:meth:`DeltaSink.commit_rows`) for everything else: an append, or, when
+  the look-up found earlier rows of the run (a reprocessing), an ``overwrite`` with
+  ``replaceWhere "_kafka_spark_write IN (...)"``: the new files added and the replaced rows
+  removed in one version (delta-rs's append cannot remove them), and a concurrent commit over
+  the same rows fails it (``Concurrent*Exception``); the sink tries it again.
+
+On S3, Spark's log store writes a version with an existence check and a plain PUT, so this
+process makes its commits to one table (Spark's and delta-rs's) one at a time: a delta-rs
+commit between Spark's check and PUT would be overwritten.
 
 Delta keeps a transaction identifier per write in the table's state: set the table property
 ``delta.setTransactionRetentionDuration`` (e.g. ``interval 30 days``) so that they expire (the
@@ -21,19 +40,33 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit
 
-from airflow_provider_kafka_spark.errors import ConfigurationError, TableRuntimeError, error_line
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    TableError,
+    TableRuntimeError,
+    error_line,
+)
+from airflow_provider_kafka_spark.s3 import S3Settings, is_s3, settings_of_spark, split_s3
 from airflow_provider_kafka_spark.sinks.tables.commits import PREFIX, WRITE_COLUMN, CommitRecord
 from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described, store_failure
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+log = logging.getLogger(__name__)
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
@@ -43,7 +76,28 @@ _PAGES = (16, 256, None)
 _CONFLICTS = ("ConcurrentAppendException", "ConcurrentDeleteReadException",
               "ConcurrentDeleteDeleteException", "ConcurrentTransactionException",
               "ConcurrentWriteException", "MetadataChangedException", "ProtocolChangedException",
-              "DELTA_CONCURRENT_")
+              "DELTA_CONCURRENT_",
+              # delta-rs (CommitFailedError): the same transaction identifier committed first
+              # ("Concurrent transaction failed"), or a concurrent change it cannot rebase onto
+              "Concurrent transaction failed", "Commit failed: a concurrent transaction",
+              "Metadata changed since last commit", "Protocol changed since last commit")
+LANDING_WRITER_FEATURES = frozenset({"appendOnly", "invariants", "checkConstraints",
+                                     "changeDataFeed", "generatedColumns"})
+"""The writer features (protocol version 7) of a table delta-rs commits the readers' files
+to: an append needs nothing of them (no invariant, CHECK constraint or generated column may be
+defined: checked apart). With writer version <= 2 (appendOnly, invariants) the same; versions
+3-6 and other features (column mapping, identity columns, deletion vectors, row tracking...)
+go through Spark's writer, as does a reader version above 1."""
+CHECKPOINT_INTERVAL = 10
+"""Delta's default ``delta.checkpointInterval`` (Spark's writer checkpoints every 10 versions;
+delta-rs's own default is 100): a version delta-rs commits at a multiple of the table's
+interval gets its checkpoint, as Spark's writer would write it."""
+_LANDING_SCHEMES = ("file", "s3a", "s3")
+"""Where the readers can land a table's files: local folders, and S3."""
+_STATS_TYPES = ("string", "integer", "long", "timestamp")
+"""The types of the readers' columns whose min and max Delta collects (not binary, nor the
+nested ``headers``)."""
+_FOOTER_THREADS = 8
 
 
 def runtime_artifact(spark_version: str) -> str:
@@ -147,9 +201,10 @@ class DeltaSink(TableSink):
 
     def ensure_write_column(self, spark: SparkSession, schema: StructType) -> None:
         if WRITE_COLUMN not in schema.names:
-            spark.sql(f"ALTER TABLE {self.identifier} ADD COLUMNS ({WRITE_COLUMN} STRING "
-                      "COMMENT 'the write id of the commit that wrote the row "
-                      "(airflow-provider-kafka-spark)')")
+            with _one_commit_on_s3(self.table_location(spark)):
+                spark.sql(f"ALTER TABLE {self.identifier} ADD COLUMNS ({WRITE_COLUMN} STRING "
+                          "COMMENT 'the write id of the commit that wrote the row "
+                          "(airflow-provider-kafka-spark)')")
 
     def table_location(self, spark: SparkSession) -> str | None:
         """As ``DESCRIBE TABLE EXTENDED`` gave it when the table was checked."""
@@ -194,15 +249,17 @@ class DeltaSink(TableSink):
                   .option("txnVersion", "1"))
         if self.schema_evolution:
             writer = writer.option("mergeSchema", "true")
-        with _session_commit(spark) as made:
+        with _one_commit_on_s3(self.location), _session_commit(spark) as made:
             if is_path(self.table):
                 writer.save(self.table)
             else:
                 writer.saveAsTable(self.table)
-        if made.version is not None:
-            return {"commit": made.version, "records_written": _rows(observed)}
-        # Another commit of this session ran meanwhile, or Delta wrote nothing (its
-        # transaction identifier says this write is in: an earlier commit of it had no rows).
+        written = _rows(observed)
+        if made.version is not None and written is not None:
+            return {"commit": made.version, "records_written": written}
+        # Another commit of this session ran meanwhile, Delta wrote nothing (its transaction
+        # identifier says this write is in: an earlier commit of it had no rows), or the write
+        # did not fill the observation: the version's own metrics say.
         for row in spark.sql(f"DESCRIBE HISTORY {self.identifier} LIMIT 16").select(
                 "version", "userMetadata", "operationMetrics").collect():
             properties = _properties(row["userMetadata"]) or {}
@@ -212,9 +269,315 @@ class DeltaSink(TableSink):
                         "records_written": int(metrics.get("numOutputRows", 0))}
         return {"commit": None, "records_written": 0}
 
+    lands_replacing = False
+    """delta-rs's append adds files; a run with earlier writes in the table (a reprocessing)
+    goes through Spark's writer (``replaceWhere``)."""
+
+    _delta: _DeltaTarget | None = None  # where delta-rs commits the landed files, once found
+
+    def landing_folder(self, spark: SparkSession,
+                       output: StructType) -> tuple[str, str, S3Settings | None] | None:
+        """The table's folder (as prepare found it), the codec Spark's Delta writer uses
+        (``spark.sql.parquet.compression.codec``, default snappy) and, for a table on S3, the
+        session's S3A settings of its bucket. None, the reason logged at info, when delta-rs
+        cannot commit the readers' files as they write them: a folder neither local (on a
+        classic session) nor on S3, a codec the readers do not write, a partitioned table, a
+        protocol beyond reader version 1 and the writer features
+        :data:`LANDING_WRITER_FEATURES`, column mapping, CHECK constraints, invariants,
+        generated or identity columns, an output column the table lacks by its exact name or has
+        with another type (or NOT NULL), or a NOT NULL column the readers do not write."""
+        found = self._landing_of(spark, output)
+        if isinstance(found, str):
+            log.info("DeltaSink: the run's records go into %s through Spark's writer, not as "
+                     "the readers' files committed by delta-rs: %s.", self.table, found)
+            return None
+        return found
+
+    def _landing_of(self, spark: SparkSession,
+                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
+        """:meth:`landing_folder`'s answer, or why not."""
+        from pyspark.sql.types import StringType, StructField, StructType
+
+        from airflow_provider_kafka_spark.sinks.files.filesystems import is_connect_session
+        from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS
+
+        root = (self.location or "").rstrip("/")
+        scheme = urlsplit(root).scheme.lower()
+        if not root or not (scheme in _LANDING_SCHEMES or (not scheme and root.startswith("/"))):
+            return f"its folder {root or '(unknown)'} is neither local nor on S3"
+        s3: S3Settings | None = None
+        if scheme in ("s3a", "s3"):
+            bucket, prefix = split_s3(root)
+            s3 = settings_of_spark(spark, bucket)
+            uri = f"s3://{bucket}/{prefix}".rstrip("/")
+        elif is_connect_session(spark):
+            return ("its folder is local to the Spark Connect server's machines, where this "
+                    "process cannot read the files' footers")
+        else:
+            uri = urlsplit(root).path if scheme else root
+        codec = (spark.conf.get("spark.sql.parquet.compression.codec", None)
+                 or "snappy").lower()
+        if codec not in PARQUET_CODECS:
+            return f"its Parquet codec {codec} (spark.sql.parquet.compression.codec) is not one " \
+                   "the readers write"
+        try:
+            table = _delta_table(uri, s3)
+        except Exception as exc:  # noqa: BLE001  # Spark's writer can still write it
+            return f"delta-rs cannot open it ({error_line(exc)})"
+        metadata, protocol = table.metadata(), table.protocol()
+        if metadata.partition_columns:
+            return f"the table is partitioned by {', '.join(metadata.partition_columns)}"
+        configuration = {k: v for k, v in metadata.configuration.items() if v is not None}
+        schema = StructType.fromJson(json.loads(table.schema().to_json()))
+        refused = _refused_protocol(protocol, configuration) or _refused_columns(schema)
+        if refused:
+            return refused
+        written = [*output.fields, StructField(WRITE_COLUMN, StringType())]
+        columns = {f.name: f for f in schema.fields}
+        for wanted in written:
+            column = columns.get(wanted.name)  # by the exact name: files map by name
+            if column is None:
+                return f"the table has no column named exactly {wanted.name}"
+            if column.dataType != wanted.dataType:
+                return (f"the column {wanted.name} is {column.dataType.simpleString()} in the "
+                        f"table; the readers write {wanted.dataType.simpleString()}")
+            if not column.nullable and wanted.nullable:
+                return f"the column {wanted.name} is NOT NULL in the table"
+        names = {f.name for f in written}
+        for column in schema.fields:
+            if not column.nullable and column.name not in names:
+                return (f"the table's column {column.name} is NOT NULL and the readers do not "
+                        "write it")
+        indexed = _indexed_columns(schema, configuration)
+        if isinstance(indexed, str):
+            return indexed
+        flat = [f for f in written if f.dataType.typeName() not in ("array", "map", "struct")]
+        self._delta = _DeltaTarget(
+            root, uri, s3, configuration,
+            null_counted=frozenset(f.name for f in flat if f.name in indexed),
+            bounded=frozenset(f.name for f in flat if f.name in indexed
+                              and f.dataType.typeName() in _STATS_TYPES))
+        return root, codec, s3
+
+    def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
+                     record: CommitRecord) -> dict[str, Any]:
+        """One delta-rs append of ``files``: an add action each (its path relative to the
+        table's folder, its Delta statistics from its Parquet footer: ``numRecords``, and
+        ``nullCount``/``minValues``/``maxValues`` of the indexed flat columns, timestamps in
+        milliseconds as Delta writes them, the max rounded up), ``record`` as the version's
+        ``userMetadata`` and the write id as its transaction identifier (``kafka-spark:<write
+        id>``, version 1: delta-rs refuses a second commit of it that races this one,
+        "Concurrent transaction failed", and this sink one after it; :meth:`is_conflict` takes
+        both for a conflict, so the look-up runs again and finds the write). Commits to S3 go
+        through delta-rs's conditional PUT of the version's log file."""
+        from deltalake import CommitProperties
+        from deltalake.transaction import AddAction, PostCommitHookProperties, Transaction
+
+        target = self._delta
+        if target is None or replacing:  # lands_replacing is False: sink.py never asks that
+            raise TableError("DeltaSink: commit_files() takes a landing folder and no earlier "
+                             "writes to replace.")
+        relative = []
+        for uri in files:
+            if not uri.startswith(f"{target.root}/"):
+                raise TableError(f"DeltaSink: {uri} is not in the table's folder {target.root}.")
+            relative.append(uri[len(target.root) + 1:])
+        actions, records = [], 0
+        for path, size, modified, footer in _footers(target, relative):
+            actions.append(AddAction(quote(path, safe="/"), size, {}, modified, True,
+                                     delta_stats(footer, target.null_counted, target.bounded)))
+            records += footer.num_rows
+        table = _delta_table(target.uri, target.s3)
+        app_id = f"kafka-spark:{record.write_id}"
+        if table.transaction_version(app_id) is not None:  # delta-rs checks only concurrent ones
+            raise _AlreadyCommitted(f"DeltaSink: version {table.version()} of {self.table} "
+                                    f"holds the transaction {app_id} already")
+        with _one_commit_on_s3(target.root):
+            table.create_write_transaction(
+                actions, "append", table.schema(),
+                commit_properties=CommitProperties(
+                    custom_metadata={"userMetadata": json.dumps(record.to_properties(),
+                                                                sort_keys=True)},
+                    app_transactions=[Transaction(app_id, 1, int(time.time() * 1000))]),
+                post_commithook_properties=PostCommitHookProperties(create_checkpoint=False))
+        version = _version_of(table, record.write_id)
+        interval = _whole(target.configuration.get("delta.checkpointInterval"),
+                          CHECKPOINT_INTERVAL)
+        if version > 0 and version % interval == 0:
+            try:
+                table.create_checkpoint()
+            except Exception as exc:  # noqa: BLE001  # the next one checkpoints; readers replay
+                log.warning("DeltaSink: committed version %s of %s, but could not write its "
+                            "checkpoint: %s", version, self.table, error_line(exc))
+        return {"commit": str(version), "records_written": records}
+
     def is_conflict(self, exc: BaseException) -> bool:
         text = str(exc)
-        return any(s in text for s in _CONFLICTS)
+        return isinstance(exc, _AlreadyCommitted) or any(s in text for s in _CONFLICTS)
+
+
+class _AlreadyCommitted(Exception):
+    """The table holds the write's transaction identifier already (a commit since the
+    look-up): a conflict, so the look-up runs again, finds the write and writes nothing."""
+
+
+def _version_of(table: Any, wid: str) -> int:
+    """The version of ``table`` (delta-rs's, just committed to) that recorded the write
+    ``wid``: its newest versions read in growing pages (concurrent commits may follow it)."""
+    table.update_incremental()
+    for page in _PAGES:
+        history = table.history(page)
+        for commit in history:
+            if (_properties(commit.get("userMetadata")) or {}).get(f"{PREFIX}write-id") == wid:
+                return int(commit["version"])
+        if page is None or len(history) < page:
+            break
+    raise TableError(f"DeltaSink: the commit of the write {wid} is not in the table's history.")
+
+
+@dataclass(frozen=True)
+class _DeltaTarget:
+    """Where and how delta-rs commits a run's landed files (found by ``landing_folder``)."""
+
+    root: str  # the table's folder as the sink names its files
+    uri: str  # the same for delta-rs (a local path, or s3://)
+    s3: S3Settings | None  # the bucket's settings, for a table on S3
+    configuration: Mapping[str, str]
+    null_counted: frozenset[str]  # the columns whose nullCount the stats hold
+    bounded: frozenset[str]  # ... and whose minValues/maxValues
+
+
+def _delta_table(uri: str, s3: S3Settings | None) -> Any:
+    """delta-rs's table at ``uri`` (its newest version), on S3 with ``s3``'s settings."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(uri, storage_options=None if s3 is None else s3.object_store_options())
+
+
+def _whole(value: str | None, default: int) -> int:
+    """A table property's whole number (``default`` when unset or not a number)."""
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+_LEGACY_WRITER_FEATURES = {1: frozenset(), 2: frozenset({"appendOnly", "invariants"})}
+
+
+def _refused_protocol(protocol: Any, configuration: Mapping[str, str]) -> str | None:
+    """Why delta-rs is not to commit files to a table of ``protocol`` and ``configuration``
+    (None: it can)."""
+    if protocol.min_reader_version != 1:
+        return (f"its protocol needs reader version {protocol.min_reader_version} "
+                f"({', '.join(protocol.reader_features or []) or 'column mapping'})")
+    if protocol.min_writer_version == 7:
+        features = frozenset(protocol.writer_features or [])
+    else:
+        features = _LEGACY_WRITER_FEATURES.get(protocol.min_writer_version, frozenset({"?"}))
+    unknown = features - LANDING_WRITER_FEATURES
+    if unknown:
+        return (f"its protocol (writer version {protocol.min_writer_version}"
+                f"{', features ' + ', '.join(sorted(features)) if features - {'?'} else ''}) "
+                "has more than appends need")
+    if configuration.get("delta.columnMapping.mode", "none").lower() != "none":
+        return f"it maps columns (delta.columnMapping.mode " \
+               f"{configuration['delta.columnMapping.mode']})"
+    constraints = sorted(k for k in configuration if k.lower().startswith("delta.constraints."))
+    if constraints:
+        return f"it has CHECK constraints ({', '.join(constraints)})"
+    return None
+
+
+def _refused_columns(schema: StructType) -> str | None:
+    """Why a column of ``schema`` keeps delta-rs from appending files as written: a generated
+    or identity column, or an invariant (None: none)."""
+    def marks(fields: Any, prefix: str = "") -> Iterator[str]:
+        from pyspark.sql.types import ArrayType, MapType, StructType
+
+        for f in fields:
+            for key in f.metadata or {}:
+                if key in ("delta.generationExpression", "delta.invariants") or \
+                        key.startswith("delta.identity."):
+                    yield f"{prefix}{f.name} ({key})"
+            kind = f.dataType
+            while isinstance(kind, (ArrayType, MapType)):
+                kind = kind.elementType if isinstance(kind, ArrayType) else kind.valueType
+            if isinstance(kind, StructType):
+                yield from marks(kind.fields, f"{prefix}{f.name}.")
+
+    found = sorted(set(marks(schema.fields)))
+    return f"it has generated, identity or checked columns: {', '.join(found)}" if found else None
+
+
+def _indexed_columns(schema: StructType, configuration: Mapping[str, str]) -> frozenset[str] | str:
+    """The top-level columns whose statistics Delta collects: those of
+    ``delta.dataSkippingStatsColumns``, else the first ``delta.dataSkippingNumIndexedCols``
+    (default 32; -1: all) leaf columns (a struct's fields count one each)."""
+    from pyspark.sql.types import StructType
+
+    named = configuration.get("delta.dataSkippingStatsColumns")
+    if named is not None:
+        return frozenset(n.strip().strip("`") for n in named.split(",") if n.strip())
+    text = configuration.get("delta.dataSkippingNumIndexedCols", "32")
+    try:
+        count = int(text)
+    except ValueError:
+        return f"its delta.dataSkippingNumIndexedCols {text!r} is not a whole number"
+
+    def leaves(kind: Any) -> int:
+        return sum(leaves(f.dataType) for f in kind.fields) if isinstance(kind, StructType) \
+            else 1
+
+    indexed, seen = set(), 0
+    for f in schema.fields:
+        if count >= 0 and seen >= count:
+            break
+        if not isinstance(f.dataType, StructType):
+            indexed.add(f.name)
+        seen += leaves(f.dataType)
+    return frozenset(indexed)
+
+
+def _footers(target: _DeltaTarget, relative: list[str]) -> list[tuple[str, int, int, Any]]:
+    """``(path, size, modification ms, Parquet footer)`` of each file (paths relative to the
+    table's folder), the footers read in parallel: on S3 one listing per landing folder (sizes
+    and times), then each file's tail."""
+    import pyarrow.parquet as pq
+
+    if target.s3 is None:  # local
+        folder = urlsplit(target.root).path if urlsplit(target.root).scheme else target.root
+
+        def local(path: str) -> tuple[str, int, int, Any]:
+            full = os.path.join(folder, path)
+            status = os.stat(full)
+            return path, status.st_size, int(status.st_mtime * 1000), pq.read_metadata(full)
+
+        read = local
+    else:
+        from pyarrow import fs as pafs
+
+        bucket, prefix = split_s3(target.root)
+        keys = {path: f"{bucket}/{prefix}/{path}" if prefix else f"{bucket}/{path}"
+                for path in relative}
+        store = target.s3.filesystem()
+        listed = {}
+        for folder in sorted({os.path.dirname(k) for k in keys.values()}):
+            for info in store.get_file_info(pafs.FileSelector(folder)):
+                listed[info.path] = info
+
+        def remote(path: str) -> tuple[str, int, int, Any]:
+            info = listed.get(keys[path])
+            if info is None:
+                raise TableError(f"DeltaSink: the landed file s3://{keys[path]} is missing; "
+                                 "nothing was committed. Retry the task.")
+            with store.open_input_file(info.path) as handle:
+                footer = pq.read_metadata(handle)
+            return path, info.size, int(info.mtime.timestamp() * 1000), footer
+
+        read = remote
+    with ThreadPoolExecutor(max(1, min(_FOOTER_THREADS, len(relative)))) as pool:
+        return list(pool.map(read, relative))
 
 
 _LAST_COMMIT = "spark.databricks.delta.lastCommitVersionInSession"
@@ -251,9 +614,34 @@ def _session_commit(spark: SparkSession) -> Iterator[_Commit]:
             _commits["running"] -= 1
 
 
-def _rows(observed: Any) -> int:
-    """The rows an observed write counted."""
-    metrics = observed.get or {}
+_S3_TABLES: dict[str, threading.Lock] = {}
+
+
+@contextlib.contextmanager
+def _one_commit_on_s3(location: str | None) -> Iterator[None]:
+    """On S3, one commit to the table at a time in this process. Spark's Delta writer commits
+    a version with an existence check and a plain PUT (``S3SingleDriverLogStore``; its lock
+    orders only its own commits), so a delta-rs commit (a conditional PUT) landing between the
+    two would be overwritten: lost without an error. Elsewhere nothing is held (a version
+    appears by a rename or link that fails when it exists)."""
+    if location is None or not is_s3(location):
+        yield
+        return
+    bucket, prefix = split_s3(location)
+    with _COMMITS_LOCK:
+        lock = _S3_TABLES.setdefault(f"{bucket}/{prefix}", threading.Lock())
+    with lock:
+        yield
+
+
+def _rows(observed: Any) -> int | None:
+    """The rows an observed write counted; None when the write did not fill the observation
+    (``saveAsTable`` overwriting a catalog table runs the rows in a query of its own: PySpark
+    gets a row without a schema and fails an assertion converting it)."""
+    try:
+        metrics = observed.get or {}
+    except Exception:  # noqa: BLE001  # the version's operationMetrics count them instead
+        return None
     return int(metrics.get("rows", 0))
 
 
@@ -266,3 +654,56 @@ def _properties(user_metadata: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
+
+
+def delta_stats(footer: Any, null_counted: frozenset[str], bounded: frozenset[str]) -> str:
+    """Delta's ``stats`` JSON of a Parquet file from its footer (pyarrow's ``FileMetaData``):
+    ``numRecords``; ``nullCount`` of the top-level columns ``null_counted``, ``minValues`` and
+    ``maxValues`` of ``bounded`` (timestamps as Delta writes them, ``...T12:00:00.123Z``: the
+    min truncated to milliseconds, the max rounded up). A column some row group has no
+    statistics for is left out (Delta then reads the file for any filter on it)."""
+    names = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    unknown: set[str] = set()
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        for i, name in enumerate(names):
+            if name not in null_counted:  # nested columns' paths hold a dot: never counted
+                continue
+            chunk = row_group.column(i)
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count:
+                unknown.add(name)
+                continue
+            nulls[name] = nulls.get(name, 0) + int(stats.null_count)
+            if name not in bounded or stats.null_count == chunk.num_values:
+                continue  # only nulls here: no bounds to take
+            if not stats.has_min_max:
+                unknown.add(name)
+                continue
+            low[name] = stats.min if name not in low else min(low[name], stats.min)
+            high[name] = stats.max if name not in high else max(high[name], stats.max)
+    order = {name: i for i, name in enumerate(names)}
+
+    def shown(values: dict[str, Any], up: bool) -> dict[str, Any]:
+        return {k: _stat_value(values[k], up) for k in sorted(values, key=order.__getitem__)
+                if k not in unknown}
+
+    return json.dumps({"numRecords": footer.num_rows, "minValues": shown(low, False),
+                       "maxValues": shown(high, True),
+                       "nullCount": {k: v for k, v in nulls.items() if k not in unknown}},
+                      separators=(",", ":"))
+
+
+def _stat_value(value: Any, up: bool) -> Any:
+    """A statistic as Delta's JSON holds it: a timestamp in UTC to the millisecond (``up``:
+    rounded up, else truncated), anything else as it is."""
+    if not isinstance(value, datetime):
+        return value
+    value = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    extra = value.microsecond % 1000
+    if up and extra:
+        value += timedelta(microseconds=1000 - extra)
+    return f"{value:%Y-%m-%dT%H:%M:%S}.{value.microsecond // 1000:03d}Z"
