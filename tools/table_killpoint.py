@@ -544,7 +544,7 @@ def _hold_next_landing_read() -> None:
     their files and the read never ends."""
     import importlib
 
-    module = importlib.import_module("airflow_provider_kafka_spark.spark.ingest")
+    module: Any = importlib.import_module("airflow_provider_kafka_spark.spark.ingest")
     land = module.land_kafka
 
     def held(reads: Any) -> Any:
