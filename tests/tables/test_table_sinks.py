@@ -339,3 +339,17 @@ def test_a_partition_reprocessed_as_a_new_run_replaces_its_rows_once(
     assert first["committed"] and again["committed"] and again["replaced"] == [first["write_id"]]
     assert table.rows(table_spark) == expected(data, ranges)
     assert [r.run for r in table.records(table_spark)] == ["partition=2026-11-25T08:00:00"] * 2
+
+
+@pytest.mark.parametrize("kind", ["delta-path", "iceberg-hadoop"])
+def test_a_narrower_integer_column_lands_in_the_tables_wider_one(
+        spark: Any, kafka_config: dict[str, Any], warehouses: Any, topic: Any, kind: str) -> None:
+    """The column check lets an int into a bigint column: the rows land cast to the table's
+    type (Delta's writer refused them after the read, a retry could never succeed)."""
+    name, data = topic
+    table = create(spark, kind, warehouses.of(kind),
+                   "topic STRING, `partition` BIGINT, `offset` BIGINT, key STRING, value STRING")
+    ranges = ranges_of(name, {0: (0, 4), 1: (2, 5)})
+    output = run_ingest(spark, kafka_config, ranges, table.sink("r-wide"))
+    assert (output["committed"], output["records_written"]) == (True, 7)
+    assert table.rows(spark) == expected(data, ranges)

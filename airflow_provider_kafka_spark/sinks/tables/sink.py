@@ -336,7 +336,7 @@ class TableSink(Sink):
                          type(self).__name__, wid, self.run, self.table)
                 self._forget_landed()
                 return {"write_id": wid, "committed": False, "skipped": True, "commit": None,
-                        "records_written": 0, "replaced": []}
+                        "records_written": 0, "replaced": [], "landed": False}
             self._head = state.head
             record = CommitRecord(self.application, self.run, wid,
                                   tuple((r.topic, r.partition, r.start, r.stop) for r in ranges),
@@ -472,20 +472,33 @@ class TableSink(Sink):
 
 def _in_table_order(df: DataFrame, schema: StructType | None) -> DataFrame:
     """``df``'s columns in the table's order, then the new ones (schema evolution), then
-    :data:`WRITE_COLUMN` where the table has it: Iceberg's writer wants the table's order."""
+    :data:`WRITE_COLUMN` where the table has it: Iceberg's writer wants the table's order. A
+    column narrower than the table's (an int into a bigint, a float into a double: what the
+    column check lets through) is cast to the table's type: Delta's writer refuses it as is."""
     from pyspark.sql import functions as F
+    from pyspark.sql.types import ArrayType, MapType, StructType
 
     if schema is None:
         return df
+    types = {f.name.lower(): f.dataType for f in schema.fields}
+    given = {f.name: f.dataType for f in df.schema.fields}
+
+    def column(name: str) -> Any:
+        wanted = types.get(name.lower())
+        if wanted is None or isinstance(wanted, (ArrayType, MapType, StructType)) or \
+                wanted.simpleString() == given[name].simpleString():
+            return F.col(f"`{name}`")
+        return F.col(f"`{name}`").cast(wanted).alias(name)
+
     by_name = {c.lower(): c for c in df.columns}
     ordered = [by_name[f.name.lower()] for f in schema.fields if f.name.lower() in by_name]
     ordered += [c for c in df.columns if c not in ordered]
-    placed = [F.col(f"`{c}`") for c in ordered]
+    placed = [column(c) for c in ordered]
     if WRITE_COLUMN in schema.names:  # the commit fills it in; keep its place
         names = [f.name for f in schema.fields if f.name.lower() in by_name or
                  f.name == WRITE_COLUMN]
         placed = [F.lit(None).cast("string").alias(WRITE_COLUMN) if n == WRITE_COLUMN
-                  else F.col(f"`{by_name[n.lower()]}`") for n in names]
+                  else column(by_name[n.lower()]) for n in names]
         placed += [F.col(f"`{c}`") for c in df.columns
                    if c.lower() not in {n.lower() for n in names}]
     return df.select(*placed)
