@@ -66,6 +66,9 @@ def _pytest(bin_dir: Path, *args: str) -> tuple[str, ...]:
 TABLES_SETUP = (os.environ.get("MAKE", "make"), "--no-print-directory", "tables-setup")
 # The tables tier's tests that run its own Airflow (scheduler, backfills): a job of their own.
 TABLES_AIRFLOW = ("tests/tables/test_backfill_into_tables.py", "tests/tables/test_iceberg_dag.py")
+# The tables tier's kill points (child drivers SIGKILLed at the table commit): a job of their
+# own, so that the two lanes end close together.
+TABLES_KILL = ("tests/tables/test_table_killpoints.py",)
 # Tiers of .venv's suite that start clusters of their own (a standalone Spark and Connect, a
 # 3-broker cluster, secured brokers) or clean venvs (the wheel): a job beside the rest.
 CLUSTERS = ("tests/cluster", "tests/faults", "tests/secured", "tests/wheel")
@@ -74,12 +77,13 @@ JOBS: tuple[Job, ...] = (
     # Everything of .venv but the deployed Airflow and the cluster tiers: new test folders
     # land here by themselves.
     Job("main", (_pytest(VENV_BIN, "--ignore=tests/deployed",
-                         *(f"--ignore={d}" for d in CLUSTERS)),), 23.7),
-    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 14.3),
-    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 15.5),
-    Job("tables", (TABLES_SETUP, _pytest(TABLES_BIN, "tests/tables",
-                                         *(f"--ignore={f}" for f in TABLES_AIRFLOW))), 9.9),
-    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 4.6),
+                         *(f"--ignore={d}" for d in CLUSTERS)),), 22.9),
+    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 16.5),
+    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 14.1),
+    Job("tables", (TABLES_SETUP, _pytest(TABLES_BIN, "tests/tables", *(
+        f"--ignore={f}" for f in (*TABLES_AIRFLOW, *TABLES_KILL)))), 9.5),
+    Job("tables-kill", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_KILL)), 6.0),
+    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 6.0),
 )
 
 
