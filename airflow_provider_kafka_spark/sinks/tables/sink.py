@@ -134,6 +134,8 @@ class TableSink(Sink):
         self._landing_uri = ""  # that folder, as the table names its files
         self._landed: list[str] | None = None  # the landed files' names, once adopted
         self._commit_tried = False  # whether a commit of the landed files was tried
+        # the table's newest commit and the run's writes in it, as the intake looked them up
+        self._looked_up: tuple[str | None, frozenset[str]] | None = None
 
     @classmethod
     def _table_meaning(cls) -> str:
@@ -263,7 +265,10 @@ class TableSink(Sink):
             return rows
         if not self.lands_replacing:  # the format cannot drop earlier files in the commit
             with kafka_errors():
-                present = self.writes_of_run(self._spark)
+                self.refresh(self._spark)
+                head = self.application_state(self._spark).head
+                present = self.writes_of_run(self._spark, head)
+            self._looked_up = (head, frozenset(present))
             if present:
                 log.info("%s: run %r has rows in %s already (%s): its commit goes through "
                          "Spark's writer.", type(self).__name__, self.run, self.table,
@@ -330,7 +335,12 @@ class TableSink(Sink):
             with kafka_errors():
                 self.refresh(self._spark)
                 state = self.application_state(self._spark)
-                present = self.writes_of_run(self._spark, state.head)
+                if self._looked_up is not None and state.head is not None and \
+                        self._looked_up[0] == state.head:  # no commit since the intake's
+                    present = set(self._looked_up[1])
+                else:
+                    present = self.writes_of_run(self._spark, state.head)
+                self._looked_up = None
             if wid in present:
                 log.info("%s: the write %s of run %r is already in %s; nothing written.",
                          type(self).__name__, wid, self.run, self.table)
