@@ -1023,10 +1023,11 @@ def tables_main(args: argparse.Namespace) -> int:
 
             landed: dict[str, list[bool]] = {}
             for case in cases:
-                result[case] = compare(case, {"ours": run(case, "ours", landed),
-                                              "spark": run(case, "spark", landed)},
-                                       args.repeats, args.committed)
-                result[case]["ours_landed_the_readers_files"] = landed.get(case)
+                result[case] = {
+                    "sides": compare(case, {"ours": run(case, "ours", landed),
+                                            "spark": run(case, "spark", landed)},
+                                     args.repeats, args.committed),
+                    "ours_landed_the_readers_files": landed.get(case)}
             jvm: Any = spark.sparkContext._jvm
             result["versions"] = {
                 "pyspark": pyspark.__version__,
