@@ -2,11 +2,13 @@
 the check of the output's columns against the table's.
 
 One run is one table commit. ``prepare`` checks the runtime, the table and the schema before
-anything is read; ``write`` only takes the DataFrame; ``commit`` (which has the run's ranges)
+anything is read; ``intake`` has the readers land the records as read as the table's own
+Parquet files where the format says the table can take them (``landing_folder``), else
+``write`` only takes the DataFrame; ``commit`` (which has the run's ranges)
 reads the application's newest commits (its offsets so far, and the table's newest commit: the
 *head*), looks for the run's rows in the table as of the head, and then either writes nothing
-(this write is already there: an earlier try committed it) or writes the rows and removes the
-run's earlier rows (a reprocessing, or other ranges) in **one** commit that records the run and
+(this write is already there: an earlier try committed it) or writes the rows (or adds the
+landed files: ``commit_files``) and removes the run's earlier rows (a reprocessing, or other ranges) in **one** commit that records the run and
 the application's offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit
 that conflicts with a concurrent one is tried again from the reading, up to
 ``max_commit_attempts`` times.
