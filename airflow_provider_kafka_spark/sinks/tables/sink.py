@@ -8,8 +8,8 @@ Parquet files where the format says the table can take them (``landing_folder``)
 reads the application's newest commits (its offsets so far, and the table's newest commit: the
 *head*), looks for the run's rows in the table as of the head, and then either writes nothing
 (this write is already there: an earlier try committed it) or writes the rows (or adds the
-landed files: ``commit_files``) and removes the run's earlier rows (a reprocessing, or other ranges) in **one** commit that records the run and
-the application's offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit
+landed files: ``commit_files``) and removes the run's earlier rows (a reprocessing, or other
+ranges) in **one** commit that records the run and the application's offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit
 that conflicts with a concurrent one is tried again from the reading, up to
 ``max_commit_attempts`` times.
 """
