@@ -9,9 +9,9 @@ reads the application's newest commits (its offsets so far, and the table's newe
 *head*), looks for the run's rows in the table as of the head, and then either writes nothing
 (this write is already there: an earlier try committed it) or writes the rows (or adds the
 landed files: ``commit_files``) and removes the run's earlier rows (a reprocessing, or other
-ranges) in **one** commit that records the run and the application's offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit
-that conflicts with a concurrent one is tried again from the reading, up to
-``max_commit_attempts`` times.
+ranges) in **one** commit that records the run and the application's offsets
+(:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit that conflicts with a
+concurrent one is tried again from the reading, up to ``max_commit_attempts`` times.
 """
 
 from __future__ import annotations
