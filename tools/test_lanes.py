@@ -77,13 +77,13 @@ JOBS: tuple[Job, ...] = (
     # Everything of .venv but the deployed Airflow and the cluster tiers: new test folders
     # land here by themselves.
     Job("main", (_pytest(VENV_BIN, "--ignore=tests/deployed",
-                         *(f"--ignore={d}" for d in CLUSTERS)),), 22.9),
-    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 16.5),
-    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 14.1),
+                         *(f"--ignore={d}" for d in CLUSTERS)),), 24.5),
+    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 14.4),
+    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 15.4),
     Job("tables", (TABLES_SETUP, _pytest(TABLES_BIN, "tests/tables", *(
-        f"--ignore={f}" for f in (*TABLES_AIRFLOW, *TABLES_KILL)))), 9.5),
-    Job("tables-kill", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_KILL)), 6.0),
-    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 6.0),
+        f"--ignore={f}" for f in (*TABLES_AIRFLOW, *TABLES_KILL)))), 11.2),
+    Job("tables-kill", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_KILL)), 8.4),
+    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 6.6),
 )
 
 
