@@ -132,6 +132,17 @@ def copy_native(wheel: Path) -> Path:
     return target
 
 
+def forget_pyspark_builds(uv: str | Path) -> None:
+    """Remove ``uv``'s cached builds of PySpark (``uv cache clean pyspark``, which waits for
+    other uv processes using the cache).
+
+    PySpark is published as an sdist only, so every install builds it. This machine's route to
+    PyPI answers without caching headers, so uv never reuses a build: each install left another
+    ~1.9 GB (the unpacked sdist and the built wheel) in ``~/.cache/uv`` until the disk was full.
+    Nothing is lost by removing them; other packages' cached wheels stay."""
+    subprocess.run([str(uv), "cache", "clean", "-q", "pyspark"], check=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("venv", nargs="?", choices=sorted(VENVS),
@@ -153,6 +164,7 @@ def main() -> int:
         uv = Path(sys.executable).parent / "uv"
         subprocess.run([str(uv), "pip", "install", "-q", "--python", sys.executable,
                         *requirements(project, extras, pyspark)], check=True)
+        forget_pyspark_builds(uv)
         link_source_tree(project, Path(sysconfig.get_paths()["purelib"]))
     if args.native:
         print(f"native module from {args.native.name}: {copy_native(args.native)}")

@@ -42,6 +42,7 @@ if str(ROOT) not in sys.path:  # run as a script: tools/ is sys.path[0], not the
     sys.path.insert(0, str(ROOT))
 
 from tools.local_broker import local_broker  # noqa: E402
+from tools.source_venv import forget_pyspark_builds  # noqa: E402
 from tools.wheel_smoke import REPORT  # noqa: E402
 
 MATRIX_DIR = ROOT / ".cache" / "matrix"
@@ -154,6 +155,7 @@ def install(cell: Cell, wheel: Path, env: dict[str, str]) -> Path:
     run([uv(), "venv", "-q", "--python", str(find_python(cell.python)), str(venv)], env)
     run([uv(), "pip", "install", "-q", "--python", str(venv / "bin" / "python"), str(wheel),
          f"pyspark=={cell.pyspark}", f"apache-airflow=={cell.airflow}"], env)
+    forget_pyspark_builds(uv())
     stamp.write_text(wanted)
     return venv
 

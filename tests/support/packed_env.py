@@ -23,6 +23,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.source_venv import forget_pyspark_builds
+
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "cluster.md"
 ARCHIVE = "executor-env.tar.gz"  # what the pack block writes
@@ -70,8 +72,11 @@ def pack(wheel: Path, folder: Path, driver_python: str) -> PackedEnv:
             f"not found in {sys.prefix}/bin nor on PATH; run `make setup`")
     folder.mkdir(parents=True, exist_ok=False)
     began = time.monotonic()
-    _run(recipe_block("pack"), folder, wheel)
-    seconds = time.monotonic() - began
+    try:
+        _run(recipe_block("pack"), folder, wheel)
+        seconds = time.monotonic() - began
+    finally:
+        forget_pyspark_builds(shutil.which("uv", path=_path()))  # the executors' PySpark build
     archive = folder / ARCHIVE
     assert archive.is_file(), f"the pack recipe wrote no {ARCHIVE} in {folder}"
     lines = recipe_block("submit").replace("\\\n", " ").splitlines()
