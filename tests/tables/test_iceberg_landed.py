@@ -324,3 +324,50 @@ def test_a_run_whose_splits_landed_no_file_commits_a_snapshot_that_records_it(
     [record] = table.records(table_spark)
     assert (record.run, record.ranges) == ("run-e", ((topic[0], 0, 0, 2),))
     assert table.rows(table_spark) == Counter()
+
+
+def jobs_of(spark: Any, group: str, call: Any) -> tuple[Any, int]:
+    """``call()``'s result and how many Spark jobs it ran (in the job group ``group``)."""
+    context = spark.sparkContext
+    context.setJobGroup(group, group)
+    try:
+        result = call()
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+    return result, len(context.statusTracker().getJobIdsForGroup(group))
+
+
+def test_the_look_up_reads_the_files_metrics_and_the_rows_only_where_deletes_hide_some(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any) -> None:
+    """A run's write ids come from its files' bounds of the write column, planned through
+    the Java API without a Spark job; once deletes cover some of its rows, from the rows; once
+    they cover all, the run is not in the table and its next try commits it again."""
+    name, data = topic
+    table = create(table_spark, "iceberg-hadoop", warehouses.of("iceberg-hadoop"),
+                   AS_READ_COLUMNS)
+    early = ranges_of(name, {0: (0, 5), 1: (0, 5), 2: (0, 5)})
+    first = run_ingest(table_spark, kafka_config, early, table.sink("run-1"), sql=None)
+    assert first["committed"] and first["landed"]
+    sink = table.sink("run-1")
+    tag = uuid.uuid4().hex[:8]
+
+    def look_up() -> set[str]:
+        sink.refresh(table_spark)
+        return sink.writes_of_run(table_spark, sink.application_state(table_spark).head)
+
+    assert jobs_of(table_spark, f"metrics-{tag}", look_up) == ({first["write_id"]}, 0)
+    assert table.sink("run-2").writes_of_run(table_spark) == set()
+
+    table_spark.sql(f"ALTER TABLE {table.name} SET TBLPROPERTIES "
+                    "('write.delete.mode'='merge-on-read')")
+    table_spark.sql(f"DELETE FROM {table.name} WHERE `offset` < 2")  # position deletes
+    found, jobs = jobs_of(table_spark, f"rows-{tag}", look_up)
+    assert found == {first["write_id"]} and jobs > 0
+    table_spark.sql(f"DELETE FROM {table.name} WHERE `offset` >= 2")
+    assert table.rows(table_spark) == Counter()
+    found, jobs = jobs_of(table_spark, f"none-{tag}", look_up)
+    assert found == set() and jobs > 0
+
+    again = run_ingest(table_spark, kafka_config, early, table.sink("run-1"), sql=None)
+    assert again["committed"] and again["landed"] and again["replaced"] == []
+    assert table.rows(table_spark) == expected(data, early)

@@ -79,6 +79,8 @@ class IcebergSink(TableSink):
     ``docs/tables.md`` for the whole story."""
 
     format_name = "iceberg"
+    _java: Any = None
+    """The table as Iceberg's Java API had it at the last :meth:`refresh` (None on Connect)."""
 
     def check_runtime(self, spark: SparkSession) -> None:
         """The catalog is configured as an Iceberg catalog, and the session's Spark has an
@@ -195,13 +197,26 @@ class IcebergSink(TableSink):
 
     def refresh(self, spark: SparkSession) -> None:
         """Drop the session's cached copy of the table (Iceberg's catalog caches tables for
-        30 s): another driver's commit (an earlier try) must be seen."""
+        30 s): another driver's commit (an earlier try) must be seen. In a session with a JVM
+        the table's newest metadata is also loaded through Iceberg's Java API, for
+        :meth:`commits` and :meth:`writes_of_run` to read without Spark jobs."""
         spark.sql(f"REFRESH TABLE {self.table}")
+        self._java = (self._java_table(spark, "read the commits of")
+                      if getattr(spark, "_jsparkSession", None) is not None else None)
 
     def commits(self, spark: SparkSession) -> Iterator[tuple[str, Mapping[str, Any] | None]]:
-        """The current lineage's snapshots, newest first: from the current snapshot (a table
-        property, no Spark job) along the parents, through the snapshots read newest first in
-        growing pages (one small job each)."""
+        """The current lineage's snapshots, newest first, along the parents from the current
+        snapshot: from the table :meth:`refresh` loaded through the Java API (no Spark job),
+        else (Spark Connect) from the current snapshot (a table property) through the
+        snapshots read newest first in growing pages (one small job each)."""
+        table = self._java
+        if table is not None:
+            snapshot = table.currentSnapshot()
+            while snapshot is not None:  # None also where older snapshots expired
+                yield str(snapshot.snapshotId()), dict(snapshot.summary())
+                parent = snapshot.parentId()
+                snapshot = None if parent is None else table.snapshot(parent)
+            return
         current = _table_properties(spark, self.table).get("current-snapshot-id", "")
         if not current.lstrip("-").isdigit() or int(current) < 0:
             return  # no snapshot yet
@@ -223,6 +238,54 @@ class IcebergSink(TableSink):
             if wanted is None or page is None or len(rows) < page:
                 return  # the lineage's start, or its older snapshots expired
 
+    def writes_of_run(self, spark: SparkSession, head: str | None = None) -> set[str]:
+        """The run's write ids in the snapshot ``head``: from the metrics of the data files
+        whose :data:`WRITE_COLUMN` bounds start with the run's prefix (the column's metrics are
+        full, and every commit's files hold one write id), planned through the Java API without
+        a Spark job; from the rows (a Spark job) on Spark Connect, or when a planned file has
+        deletes, lacks the bounds or holds more than one write id."""
+        table = self._java
+        found = None if table is None else self._writes_in_metrics(spark, table, head)
+        return super().writes_of_run(spark, head) if found is None else found
+
+    def _writes_in_metrics(self, spark: SparkSession, table: Any,
+                           head: str | None) -> set[str] | None:
+        """:meth:`writes_of_run` from the files' bounds; None when they cannot tell."""
+        assert self.application is not None and self.run is not None  # checked in prepare()
+        jvm: Any = spark.sparkContext._jvm
+        iceberg = jvm.org.apache.iceberg
+        column = table.schema().findField(WRITE_COLUMN)
+        if column is None or table.currentSnapshot() is None:
+            return None if column is None else set()
+        prefix = run_prefix(self.application, self.run)
+        scan = table.newScan().filter(
+            iceberg.expressions.Expressions.startsWith(WRITE_COLUMN, prefix)).includeColumnStats()
+        if head is not None:
+            scan = scan.useSnapshot(int(head))
+        string, field = iceberg.types.Types.StringType.get(), column.fieldId()
+        found: set[str] = set()
+        tasks = scan.planFiles()
+        try:
+            files = tasks.iterator()
+            while files.hasNext():
+                task = files.next()
+                if not task.deletes().isEmpty():
+                    return None
+                data = task.file()
+                lower, upper = data.lowerBounds(), data.upperBounds()
+                low = None if lower is None else lower.get(field)
+                high = None if upper is None else upper.get(field)
+                if low is None or high is None:
+                    return None
+                low = str(iceberg.types.Conversions.fromByteBuffer(string, low))
+                if low != str(iceberg.types.Conversions.fromByteBuffer(string, high)):
+                    return None
+                if low.startswith(prefix):
+                    found.add(low)
+        finally:
+            tasks.close()
+        return found
+
     def commit_rows(self, spark: SparkSession, df: DataFrame, replacing: list[str],
                     record: CommitRecord) -> dict[str, Any]:
         from pyspark.sql import functions as F
@@ -236,6 +299,8 @@ class IcebergSink(TableSink):
         if self.schema_evolution:
             writer = writer.option("merge-schema", "true")
         writer.overwrite(F.col(WRITE_COLUMN).isin([*replacing, record.write_id]))
+        if getattr(spark, "_jsparkSession", None) is not None:
+            return _commit_of(self._java_table(spark, "read the commit of"), record.write_id)
         row = spark.sql(
             f"SELECT snapshot_id, summary FROM {self.table}.snapshots "
             f"WHERE summary['kafka-spark.write-id'] = '{record.write_id}' "
@@ -402,20 +467,25 @@ class IcebergSink(TableSink):
         overwrite.validateNoConflictingData()
         overwrite.validateNoConflictingDeletes()
         overwrite.commit()
-        snapshot = table.currentSnapshot()  # this commit's, unless another came right after
-        while snapshot is not None and \
-                snapshot.summary().get(f"{PREFIX}write-id") != record.write_id:
-            parent = snapshot.parentId()
-            snapshot = None if parent is None else table.snapshot(parent)
-        if snapshot is None:
-            return {"commit": None, "records_written": 0}
-        return {"commit": str(snapshot.snapshotId()),
-                "records_written": int(snapshot.summary().get("added-records") or 0)}
+        return _commit_of(table, record.write_id)
 
     def is_conflict(self, exc: BaseException) -> bool:
         text = str(exc)
         return any(s in text for s in ("ValidationException", "CommitFailedException",
                                        "Found conflicting files", "conflicting"))
+
+
+def _commit_of(table: Any, write_id: str) -> dict[str, Any]:
+    """The snapshot of the write ``write_id`` (Java API table): the newest along the current
+    lineage (the current one, unless another commit came right after) and its added records."""
+    snapshot = table.currentSnapshot()
+    while snapshot is not None and snapshot.summary().get(f"{PREFIX}write-id") != write_id:
+        parent = snapshot.parentId()
+        snapshot = None if parent is None else table.snapshot(parent)
+    if snapshot is None:
+        return {"commit": None, "records_written": 0}
+    return {"commit": str(snapshot.snapshotId()),
+            "records_written": int(snapshot.summary().get("added-records") or 0)}
 
 
 def _catalogs(spark: SparkSession) -> set[str]:
