@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN, CommitRecord
-from airflow_provider_kafka_spark.sinks.tables.delta import delta_stats
+from airflow_provider_kafka_spark.sinks.tables.delta_files import delta_stats
 from tests.tables.cases import (
     AS_READ_COLUMNS,
     Table,

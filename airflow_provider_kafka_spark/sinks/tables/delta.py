@@ -41,14 +41,11 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
@@ -60,6 +57,13 @@ from airflow_provider_kafka_spark.errors import (
 )
 from airflow_provider_kafka_spark.s3 import S3Settings, is_s3, settings_of_spark, split_s3
 from airflow_provider_kafka_spark.sinks.tables.commits import PREFIX, WRITE_COLUMN, CommitRecord
+from airflow_provider_kafka_spark.sinks.tables.delta_files import (
+    STATS_TYPES,
+    DeltaTarget,
+    delta_stats,
+    footers,
+    indexed_columns,
+)
 from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described, store_failure
 
 if TYPE_CHECKING:
@@ -94,11 +98,6 @@ delta-rs's own default is 100): a version delta-rs commits at a multiple of the 
 interval gets its checkpoint, as Spark's writer would write it."""
 _LANDING_SCHEMES = ("file", "s3a", "s3")
 """Where the readers can land a table's files: local folders, and S3."""
-_STATS_TYPES = ("string", "integer", "long", "timestamp")
-"""The types of the readers' columns whose min and max Delta collects (not binary, nor the
-nested ``headers``)."""
-_FOOTER_THREADS = 8
-
 
 def runtime_artifact(spark_version: str) -> str:
     """The Maven coordinates of Delta's Spark module for a Spark version."""
@@ -273,29 +272,19 @@ class DeltaSink(TableSink):
     """delta-rs's append adds files; a run with earlier writes in the table (a reprocessing)
     goes through Spark's writer (``replaceWhere``)."""
 
-    _delta: _DeltaTarget | None = None  # where delta-rs commits the landed files, once found
-
-    def landing_folder(self, spark: SparkSession,
-                       output: StructType) -> tuple[str, str, S3Settings | None] | None:
-        """The table's folder (as prepare found it), the codec Spark's Delta writer uses
-        (``spark.sql.parquet.compression.codec``, default snappy) and, for a table on S3, the
-        session's S3A settings of its bucket. None, the reason logged at info, when delta-rs
-        cannot commit the readers' files as they write them: a folder neither local (on a
-        classic session) nor on S3, a codec the readers do not write, a partitioned table, a
-        protocol beyond reader version 1 and the writer features
-        :data:`LANDING_WRITER_FEATURES`, column mapping, CHECK constraints, invariants,
-        generated or identity columns, an output column the table lacks by its exact name or has
-        with another type (or NOT NULL), or a NOT NULL column the readers do not write."""
-        found = self._landing_of(spark, output)
-        if isinstance(found, str):
-            log.info("DeltaSink: the run's records go into %s through Spark's writer, not as "
-                     "the readers' files committed by delta-rs: %s.", self.table, found)
-            return None
-        return found
+    _delta: DeltaTarget | None = None  # where delta-rs commits the landed files, once found
 
     def _landing_of(self, spark: SparkSession,
                     output: StructType) -> tuple[str, str, S3Settings | None] | str:
-        """:meth:`landing_folder`'s answer, or why not."""
+        """The table's folder (as prepare found it), the codec Spark's Delta writer uses
+        (``spark.sql.parquet.compression.codec``, default snappy) and, for a table on S3, the
+        session's S3A settings of its bucket. Why not, when delta-rs cannot commit the readers'
+        files as they write them: a folder neither local (on a classic session) nor on S3, a
+        codec the readers do not write, a partitioned table, a protocol beyond reader version 1
+        and the writer features :data:`LANDING_WRITER_FEATURES`, column mapping, CHECK
+        constraints, invariants, generated or identity columns, an output column the table lacks
+        by its exact name or has with another type (or NOT NULL), or a NOT NULL column the
+        readers do not write."""
         from pyspark.sql.types import StringType, StructField, StructType
 
         from airflow_provider_kafka_spark.sinks.files.filesystems import is_connect_session
@@ -348,15 +337,15 @@ class DeltaSink(TableSink):
             if not column.nullable and column.name not in names:
                 return (f"the table's column {column.name} is NOT NULL and the readers do not "
                         "write it")
-        indexed = _indexed_columns(schema, configuration)
+        indexed = indexed_columns(schema, configuration)
         if isinstance(indexed, str):
             return indexed
         flat = [f for f in written if f.dataType.typeName() not in ("array", "map", "struct")]
-        self._delta = _DeltaTarget(
+        self._delta = DeltaTarget(
             root, uri, s3, configuration,
             null_counted=frozenset(f.name for f in flat if f.name in indexed),
             bounded=frozenset(f.name for f in flat if f.name in indexed
-                              and f.dataType.typeName() in _STATS_TYPES))
+                              and f.dataType.typeName() in STATS_TYPES))
         return root, codec, s3
 
     def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
@@ -383,7 +372,7 @@ class DeltaSink(TableSink):
                 raise TableError(f"DeltaSink: {uri} is not in the table's folder {target.root}.")
             relative.append(uri[len(target.root) + 1:])
         actions, records = [], 0
-        for path, size, modified, footer in _footers(target, relative):
+        for path, size, modified, footer in footers(target, relative):
             actions.append(AddAction(quote(path, safe="/"), size, {}, modified, True,
                                      delta_stats(footer, target.null_counted, target.bounded)))
             records += footer.num_rows
@@ -433,18 +422,6 @@ def _version_of(table: Any, wid: str) -> int:
         if page is None or len(history) < page:
             break
     raise TableError(f"DeltaSink: the commit of the write {wid} is not in the table's history.")
-
-
-@dataclass(frozen=True)
-class _DeltaTarget:
-    """Where and how delta-rs commits a run's landed files (found by ``landing_folder``)."""
-
-    root: str  # the table's folder as the sink names its files
-    uri: str  # the same for delta-rs (a local path, or s3://)
-    s3: S3Settings | None  # the bucket's settings, for a table on S3
-    configuration: Mapping[str, str]
-    null_counted: frozenset[str]  # the columns whose nullCount the stats hold
-    bounded: frozenset[str]  # ... and whose minValues/maxValues
 
 
 def _delta_table(uri: str, s3: S3Settings | None) -> Any:
@@ -508,76 +485,6 @@ def _refused_columns(schema: StructType) -> str | None:
 
     found = sorted(set(marks(schema.fields)))
     return f"it has generated, identity or checked columns: {', '.join(found)}" if found else None
-
-
-def _indexed_columns(schema: StructType, configuration: Mapping[str, str]) -> frozenset[str] | str:
-    """The top-level columns whose statistics Delta collects: those of
-    ``delta.dataSkippingStatsColumns``, else the first ``delta.dataSkippingNumIndexedCols``
-    (default 32; -1: all) leaf columns (a struct's fields count one each)."""
-    from pyspark.sql.types import StructType
-
-    named = configuration.get("delta.dataSkippingStatsColumns")
-    if named is not None:
-        return frozenset(n.strip().strip("`") for n in named.split(",") if n.strip())
-    text = configuration.get("delta.dataSkippingNumIndexedCols", "32")
-    try:
-        count = int(text)
-    except ValueError:
-        return f"its delta.dataSkippingNumIndexedCols {text!r} is not a whole number"
-
-    def leaves(kind: Any) -> int:
-        return sum(leaves(f.dataType) for f in kind.fields) if isinstance(kind, StructType) \
-            else 1
-
-    indexed, seen = set(), 0
-    for f in schema.fields:
-        if count >= 0 and seen >= count:
-            break
-        if not isinstance(f.dataType, StructType):
-            indexed.add(f.name)
-        seen += leaves(f.dataType)
-    return frozenset(indexed)
-
-
-def _footers(target: _DeltaTarget, relative: list[str]) -> list[tuple[str, int, int, Any]]:
-    """``(path, size, modification ms, Parquet footer)`` of each file (paths relative to the
-    table's folder), the footers read in parallel: on S3 one listing per landing folder (sizes
-    and times), then each file's tail."""
-    import pyarrow.parquet as pq
-
-    if target.s3 is None:  # local
-        folder = urlsplit(target.root).path if urlsplit(target.root).scheme else target.root
-
-        def local(path: str) -> tuple[str, int, int, Any]:
-            full = os.path.join(folder, path)
-            status = os.stat(full)
-            return path, status.st_size, int(status.st_mtime * 1000), pq.read_metadata(full)
-
-        read = local
-    else:
-        from pyarrow import fs as pafs
-
-        bucket, prefix = split_s3(target.root)
-        keys = {path: f"{bucket}/{prefix}/{path}" if prefix else f"{bucket}/{path}"
-                for path in relative}
-        store = target.s3.filesystem()
-        listed = {}
-        for folder in sorted({os.path.dirname(k) for k in keys.values()}):
-            for info in store.get_file_info(pafs.FileSelector(folder)):
-                listed[info.path] = info
-
-        def remote(path: str) -> tuple[str, int, int, Any]:
-            info = listed.get(keys[path])
-            if info is None:
-                raise TableError(f"DeltaSink: the landed file s3://{keys[path]} is missing; "
-                                 "nothing was committed. Retry the task.")
-            with store.open_input_file(info.path) as handle:
-                footer = pq.read_metadata(handle)
-            return path, info.size, int(info.mtime.timestamp() * 1000), footer
-
-        read = remote
-    with ThreadPoolExecutor(max(1, min(_FOOTER_THREADS, len(relative)))) as pool:
-        return list(pool.map(read, relative))
 
 
 _LAST_COMMIT = "spark.databricks.delta.lastCommitVersionInSession"
@@ -654,56 +561,3 @@ def _properties(user_metadata: str | None) -> dict[str, Any] | None:
     except ValueError:
         return None
     return parsed if isinstance(parsed, dict) else None
-
-
-def delta_stats(footer: Any, null_counted: frozenset[str], bounded: frozenset[str]) -> str:
-    """Delta's ``stats`` JSON of a Parquet file from its footer (pyarrow's ``FileMetaData``):
-    ``numRecords``; ``nullCount`` of the top-level columns ``null_counted``, ``minValues`` and
-    ``maxValues`` of ``bounded`` (timestamps as Delta writes them, ``...T12:00:00.123Z``: the
-    min truncated to milliseconds, the max rounded up). A column some row group has no
-    statistics for is left out (Delta then reads the file for any filter on it)."""
-    names = [footer.schema.column(i).path for i in range(footer.num_columns)]
-    low: dict[str, Any] = {}
-    high: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    unknown: set[str] = set()
-    for group in range(footer.num_row_groups):
-        row_group = footer.row_group(group)
-        for i, name in enumerate(names):
-            if name not in null_counted:  # nested columns' paths hold a dot: never counted
-                continue
-            chunk = row_group.column(i)
-            stats = chunk.statistics
-            if stats is None or not stats.has_null_count:
-                unknown.add(name)
-                continue
-            nulls[name] = nulls.get(name, 0) + int(stats.null_count)
-            if name not in bounded or stats.null_count == chunk.num_values:
-                continue  # only nulls here: no bounds to take
-            if not stats.has_min_max:
-                unknown.add(name)
-                continue
-            low[name] = stats.min if name not in low else min(low[name], stats.min)
-            high[name] = stats.max if name not in high else max(high[name], stats.max)
-    order = {name: i for i, name in enumerate(names)}
-
-    def shown(values: dict[str, Any], up: bool) -> dict[str, Any]:
-        return {k: _stat_value(values[k], up) for k in sorted(values, key=order.__getitem__)
-                if k not in unknown}
-
-    return json.dumps({"numRecords": footer.num_rows, "minValues": shown(low, False),
-                       "maxValues": shown(high, True),
-                       "nullCount": {k: v for k, v in nulls.items() if k not in unknown}},
-                      separators=(",", ":"))
-
-
-def _stat_value(value: Any, up: bool) -> Any:
-    """A statistic as Delta's JSON holds it: a timestamp in UTC to the millisecond (``up``:
-    rounded up, else truncated), anything else as it is."""
-    if not isinstance(value, datetime):
-        return value
-    value = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
-    extra = value.microsecond % 1000
-    if up and extra:
-        value += timedelta(microseconds=1000 - extra)
-    return f"{value:%Y-%m-%dT%H:%M:%S}.{value.microsecond // 1000:03d}Z"

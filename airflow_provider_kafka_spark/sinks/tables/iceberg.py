@@ -46,7 +46,12 @@ from airflow_provider_kafka_spark.sinks.tables.commits import (
     CommitRecord,
     run_prefix,
 )
-from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described, store_failure
+from airflow_provider_kafka_spark.sinks.tables.sink import (
+    TableSink,
+    described,
+    store_failure,
+    table_failure,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -311,29 +316,19 @@ class IcebergSink(TableSink):
         return {"commit": str(row["snapshot_id"]),
                 "records_written": int(summary.get("added-records", 0))}
 
-    def landing_folder(self, spark: SparkSession,
-                       output: StructType) -> tuple[str, str, S3Settings | None] | None:
+    def _landing_of(self, spark: SparkSession,
+                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
         """The table's data folder (``write.data.path``, else ``<location>/data``), its Parquet
         codec (``write.parquet.compression-codec``, Iceberg's default zstd) and, for a folder on
         S3, the session's S3A settings of its bucket; first the table's name mapping is made
         complete (:data:`NAME_MAPPING`: every column of the current schema by its name, the
-        aliases it had kept), a property change before anything is read. None, the reason
-        logged at info, when the table cannot take the readers' files as they write them:
-        Spark Connect (no JVM for Iceberg's Java API), a partitioned or sorted table, data files
-        of another format, a codec the readers cannot write (or brotli, which Iceberg's Java
-        readers read only with a codec Spark does not bundle), a data folder neither local nor
-        on S3, an output column the table lacks by its exact name or has with another type
-        (or NOT NULL), or a NOT NULL column the readers do not write."""
-        found = self._landing_of(spark, output)
-        if isinstance(found, str):
-            log.info("IcebergSink: the run's records go into %s through Spark's writer, not as "
-                     "the readers' files: %s.", self.table, found)
-            return None
-        return found
-
-    def _landing_of(self, spark: SparkSession,
-                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
-        """:meth:`landing_folder`'s answer, or why not."""
+        aliases it had kept), a property change before anything is read. Why not, when the
+        table cannot take the readers' files as they write them: Spark Connect (no JVM for
+        Iceberg's Java API), a partitioned or sorted table, data files of another format, a
+        codec the readers cannot write (or brotli, which Iceberg's Java readers read only with a
+        codec Spark does not bundle), a data folder neither local nor on S3, an output column
+        the table lacks by its exact name or has with another type (or NOT NULL), or a NOT NULL
+        column the readers do not write."""
         from pyspark.sql.types import StringType, StructField
 
         from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS
@@ -392,12 +387,7 @@ class IcebergSink(TableSink):
             table.refresh()
             return table
         except Exception as exc:
-            failure = store_failure("IcebergSink", f"{doing} the table {self.table}", exc)
-            if failure is not None:
-                raise failure from exc
-            raise TableError(f"IcebergSink: could not {doing} the table {self.table}: "
-                             f"{error_line(exc)}. Nothing was read or written; retry the "
-                             "task.") from exc
+            raise table_failure("IcebergSink", f"{doing} the table {self.table}", exc) from exc
 
     def _complete_name_mapping(self, spark: SparkSession, table: Any) -> None:
         """Make the table's name mapping name every column of its current schema (the
@@ -421,12 +411,8 @@ class IcebergSink(TableSink):
             table.updateProperties().set(
                 NAME_MAPPING, json.dumps(merged, separators=(",", ":"))).commit()
         except Exception as exc:
-            failure = store_failure("IcebergSink", f"set {NAME_MAPPING} of {self.table}", exc)
-            if failure is not None:
-                raise failure from exc
-            raise TableError(f"IcebergSink: could not set {NAME_MAPPING} of {self.table}: "
-                             f"{error_line(exc)}. Nothing was read or written; retry the "
-                             "task.") from exc
+            raise table_failure("IcebergSink", f"set {NAME_MAPPING} of {self.table}",
+                                exc) from exc
         log.info("IcebergSink: set %s of %s, so that files without field ids (the readers') "
                  "are read by their column names.", NAME_MAPPING, self.table)
 

@@ -468,7 +468,17 @@ class TableSink(Sink):
         the S3 settings for an S3 folder)``; None (the reason logged) when the table cannot
         take them as written (e.g. partitioned, sorted, another file format or column type):
         its commit then goes through Spark's writer."""
-        return None
+        found = self._landing_of(spark, output)
+        if isinstance(found, str):
+            log.info("%s: the run's records go into %s through Spark's writer, not as the "
+                     "readers' files: %s.", type(self).__name__, self.table, found)
+            return None
+        return found
+
+    def _landing_of(self, spark: SparkSession,
+                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
+        """:meth:`landing_folder`'s answer, or why not (a sentence for the log)."""
+        return "the format has no commit of the readers' files"
 
     def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
                      record: CommitRecord) -> dict[str, Any]:
@@ -554,6 +564,15 @@ def store_failure(owner: str, doing: str, exc: BaseException, *,
             f"{owner}: could not {doing}: the store did not answer ({error_line(exc, 300)}). "
             f"Check the endpoint and that the store is up; a retry may succeed. {after}")
     return None
+
+
+def table_failure(owner: str, doing: str, exc: BaseException) -> KafkaSparkError:
+    """What ``exc``, raised while trying to ``doing`` something that leaves the table as it was
+    (a read of its metadata, a property change), means: :func:`store_failure`'s answer, else a
+    :class:`TableError` (a retry may succeed)."""
+    after = "The table is as it was."
+    return store_failure(owner, doing, exc, after=after) or TableError(
+        f"{owner}: could not {doing}: {error_line(exc)}. {after} Retry the task.")
 
 
 def described(spark: SparkSession, identifier: str) -> dict[str, str]:

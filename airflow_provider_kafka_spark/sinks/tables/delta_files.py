@@ -1,0 +1,160 @@
+"""The readers' Parquet files as delta-rs adds them to a Delta table (:class:`DeltaSink`'s
+commit of a landed run): which columns Delta keeps statistics for, each file's size, time and
+footer (read in parallel, locally or on S3), and Delta's ``stats`` JSON from a footer."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from airflow_provider_kafka_spark.errors import TableError
+from airflow_provider_kafka_spark.s3 import S3Settings, split_s3
+
+if TYPE_CHECKING:
+    from pyspark.sql.types import StructType
+
+STATS_TYPES = ("string", "integer", "long", "timestamp")
+"""The types of the readers' columns whose min and max Delta collects (not binary, nor the
+nested ``headers``)."""
+FOOTER_THREADS = 8
+
+
+@dataclass(frozen=True)
+class DeltaTarget:
+    """Where and how delta-rs commits a run's landed files (found by ``landing_folder``)."""
+
+    root: str  # the table's folder as the sink names its files
+    uri: str  # the same for delta-rs (a local path, or s3://)
+    s3: S3Settings | None  # the bucket's settings, for a table on S3
+    configuration: Mapping[str, str]
+    null_counted: frozenset[str]  # the columns whose nullCount the stats hold
+    bounded: frozenset[str]  # ... and whose minValues/maxValues
+
+
+def indexed_columns(schema: StructType, configuration: Mapping[str, str]) -> frozenset[str] | str:
+    """The top-level columns whose statistics Delta collects: those of
+    ``delta.dataSkippingStatsColumns``, else the first ``delta.dataSkippingNumIndexedCols``
+    (default 32; -1: all) leaf columns (a struct's fields count one each)."""
+    from pyspark.sql.types import StructType
+
+    named = configuration.get("delta.dataSkippingStatsColumns")
+    if named is not None:
+        return frozenset(n.strip().strip("`") for n in named.split(",") if n.strip())
+    text = configuration.get("delta.dataSkippingNumIndexedCols", "32")
+    try:
+        count = int(text)
+    except ValueError:
+        return f"its delta.dataSkippingNumIndexedCols {text!r} is not a whole number"
+
+    def leaves(kind: Any) -> int:
+        return sum(leaves(f.dataType) for f in kind.fields) if isinstance(kind, StructType) \
+            else 1
+
+    indexed, seen = set(), 0
+    for f in schema.fields:
+        if count >= 0 and seen >= count:
+            break
+        if not isinstance(f.dataType, StructType):
+            indexed.add(f.name)
+        seen += leaves(f.dataType)
+    return frozenset(indexed)
+
+
+def footers(target: DeltaTarget, relative: list[str]) -> list[tuple[str, int, int, Any]]:
+    """``(path, size, modification ms, Parquet footer)`` of each file (paths relative to the
+    table's folder), the footers read in parallel: on S3 one listing per landing folder (sizes
+    and times), then each file's tail."""
+    import pyarrow.parquet as pq
+
+    if target.s3 is None:  # local
+        folder = urlsplit(target.root).path if urlsplit(target.root).scheme else target.root
+
+        def local(path: str) -> tuple[str, int, int, Any]:
+            full = os.path.join(folder, path)
+            status = os.stat(full)
+            return path, status.st_size, int(status.st_mtime * 1000), pq.read_metadata(full)
+
+        read = local
+    else:
+        from pyarrow import fs as pafs
+
+        bucket, prefix = split_s3(target.root)
+        keys = {path: f"{bucket}/{prefix}/{path}" if prefix else f"{bucket}/{path}"
+                for path in relative}
+        store = target.s3.filesystem()
+        listed = {}
+        for folder in sorted({os.path.dirname(k) for k in keys.values()}):
+            for info in store.get_file_info(pafs.FileSelector(folder)):
+                listed[info.path] = info
+
+        def remote(path: str) -> tuple[str, int, int, Any]:
+            info = listed.get(keys[path])
+            if info is None:
+                raise TableError(f"DeltaSink: the landed file s3://{keys[path]} is missing; "
+                                 "nothing was committed. Retry the task.")
+            with store.open_input_file(info.path) as handle:
+                footer = pq.read_metadata(handle)
+            return path, info.size, int(info.mtime.timestamp() * 1000), footer
+
+        read = remote
+    with ThreadPoolExecutor(max(1, min(FOOTER_THREADS, len(relative)))) as pool:
+        return list(pool.map(read, relative))
+
+
+def delta_stats(footer: Any, null_counted: frozenset[str], bounded: frozenset[str]) -> str:
+    """Delta's ``stats`` JSON of a Parquet file from its footer (pyarrow's ``FileMetaData``):
+    ``numRecords``; ``nullCount`` of the top-level columns ``null_counted``, ``minValues`` and
+    ``maxValues`` of ``bounded`` (timestamps as Delta writes them, ``...T12:00:00.123Z``: the
+    min truncated to milliseconds, the max rounded up). A column some row group has no
+    statistics for is left out (Delta then reads the file for any filter on it)."""
+    names = [footer.schema.column(i).path for i in range(footer.num_columns)]
+    low: dict[str, Any] = {}
+    high: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    unknown: set[str] = set()
+    for group in range(footer.num_row_groups):
+        row_group = footer.row_group(group)
+        for i, name in enumerate(names):
+            if name not in null_counted:  # nested columns' paths hold a dot: never counted
+                continue
+            chunk = row_group.column(i)
+            stats = chunk.statistics
+            if stats is None or not stats.has_null_count:
+                unknown.add(name)
+                continue
+            nulls[name] = nulls.get(name, 0) + int(stats.null_count)
+            if name not in bounded or stats.null_count == chunk.num_values:
+                continue  # only nulls here: no bounds to take
+            if not stats.has_min_max:
+                unknown.add(name)
+                continue
+            low[name] = stats.min if name not in low else min(low[name], stats.min)
+            high[name] = stats.max if name not in high else max(high[name], stats.max)
+    order = {name: i for i, name in enumerate(names)}
+
+    def shown(values: dict[str, Any], up: bool) -> dict[str, Any]:
+        return {k: _stat_value(values[k], up) for k in sorted(values, key=order.__getitem__)
+                if k not in unknown}
+
+    return json.dumps({"numRecords": footer.num_rows, "minValues": shown(low, False),
+                       "maxValues": shown(high, True),
+                       "nullCount": {k: v for k, v in nulls.items() if k not in unknown}},
+                      separators=(",", ":"))
+
+
+def _stat_value(value: Any, up: bool) -> Any:
+    """A statistic as Delta's JSON holds it: a timestamp in UTC to the millisecond (``up``:
+    rounded up, else truncated), anything else as it is."""
+    if not isinstance(value, datetime):
+        return value
+    value = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+    extra = value.microsecond % 1000
+    if up and extra:
+        value += timedelta(microseconds=1000 - extra)
+    return f"{value:%Y-%m-%dT%H:%M:%S}.{value.microsecond // 1000:03d}Z"
