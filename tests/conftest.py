@@ -39,7 +39,7 @@ from tests.support.deployed import SMALL_JVM_OPTS  # noqa: E402  # isort: skip
 # The suite's Spark drivers (the session fixtures, the kill-point children, the deployed
 # Airflow's tasks) run many small jobs: a driver JVM with the C1 compiler only and the serial GC
 # needs about a third less CPU for them (measured: 28 -> 18 CPU seconds for a 3,000-record
-# ingest), and CPU is what the suite waits for on a 2-core machine with two lanes
+# ingest), and CPU is what the suite waits for on a 2-core machine running its jobs in lanes
 # (tools/test_lanes.py). Set before any JVM starts; a SPARK_SUBMIT_OPTS of your own is kept.
 os.environ.setdefault("SPARK_SUBMIT_OPTS", SMALL_JVM_OPTS)
 # The same for the suite's Kafka brokers (tools/kafka_broker.py reads KAFKA_BROKER_JVM_OPTS;

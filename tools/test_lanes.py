@@ -1,16 +1,16 @@
-"""The whole test suite in two lanes at once (what ``make test`` runs after ``make setup``).
+"""The whole test suite in three lanes at once (what ``make test`` runs after ``make setup``).
 
     .venv/bin/python tools/test_lanes.py
 
 Run as one, the suite waits much of its time on brokers, JVM starts and Airflow's scheduler
-(about 0.6 of a CPU on average); two lanes keep both cores of the 2-core CI machine busy, so
-less CPU is what shortens it. The suite is cut into :data:`JOBS`, each one pytest run (its
-own session: broker, Spark session, temporary folders) or a few steps in a row; two lanes
-take them from one queue, the longest first, so the lanes end close together whatever each
-job's length turns out to be on the day (two fixed lanes ended 5-10 minutes apart, the
-deployed Airflow and then the tables tier on one of them). Every job's output goes to
-``.cache/test-lanes/<job>.log``, printed here when the job ends; a line says when each job
-starts and how it ended.
+(about 0.6 of a CPU on average); three lanes keep both cores of the 2-core CI machine busy
+until the end (with two, the last job ran alone for minutes). The suite is cut into
+:data:`JOBS`, each one pytest run (its own session: broker, Spark session, temporary folders)
+or a few steps in a row; the lanes take them from one queue, the longest first, so they end
+close together whatever each job's length turns out to be on the day (two fixed lanes ended
+5-10 minutes apart, the deployed Airflow and then the tables tier on one of them). Every
+job's output goes to ``.cache/test-lanes/<job>.log``, printed here when the job ends; a line
+says when each job starts and how it ended.
 
 Every job runs even when an earlier one failed; the exit code is 0 only when all passed. The
 jars more than one job needs are fetched once before the lanes start (no two Maven runs into
@@ -39,7 +39,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 TABLES_BIN = ROOT / ".venv-tables" / "bin"
 LOGS = ROOT / ".cache" / "test-lanes"
 STOP_GRACE_S = 120.0
-LANES = 2
+LANES = 3
 TAIL_LINES = 150
 
 

@@ -72,12 +72,18 @@ class Table:
 
     def records(self, spark: Any) -> list[CommitRecord]:
         """The sink's commit records, newest first."""
-        sink = self.sink("-")
-        return [r for _, p in sink.commits(spark)
+        return [r for _, p in self.commits(spark)
                 if (r := CommitRecord.from_properties(p)) is not None]
 
     def commit_count(self, spark: Any) -> int:
-        return sum(1 for _ in self.sink("-").commits(spark))
+        return sum(1 for _ in self.commits(spark))
+
+    def commits(self, spark: Any) -> list[tuple[str, Any]]:
+        """The table's commits, newest first, read as the sink reads them in a run (after its
+        refresh: through Iceberg's Java API in a classic session)."""
+        sink = self.sink("-")
+        sink.refresh(spark)
+        return list(sink.commits(spark))
 
 
 def create(spark: Any, kind: str, warehouse: Path | str, columns: str = COLUMNS,

@@ -94,7 +94,7 @@ def newest_summary(spark: Any, table: Table) -> dict[str, str]:
                           "DESC LIMIT 1").first()["summary"])
 
 
-@pytest.mark.parametrize("kind", ["iceberg-hadoop", "iceberg-jdbc", "iceberg-s3"])
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "iceberg-s3"])  # s3: a JDBC catalog
 def test_a_run_as_read_commits_the_readers_files_once_and_a_reprocessing_replaces_them(
         table_spark: Any, kafka_config: dict[str, Any], topic: Any, warehouses: Any,
         pg_catalog: Any, s3_catalog: Any, s3_endpoint: Any, kind: str) -> None:
