@@ -425,8 +425,8 @@ class IcebergSink(TableSink):
         deleted rows of this run (serializable, as :meth:`commit_rows`)."""
         jvm: Any = spark.sparkContext._jvm
         iceberg = jvm.org.apache.iceberg
-        table = iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, self.table)
-        table.refresh()
+        # As this attempt's refresh loaded it (a commit onto a newer snapshot refreshes it).
+        table = self._java if self._java is not None else self._java_table(spark, "commit to")
         text = table.properties().get(NAME_MAPPING)
         mapping = (iceberg.mapping.NameMappingParser.fromJson(text) if text
                    else iceberg.mapping.MappingUtil.create(table.schema()))
