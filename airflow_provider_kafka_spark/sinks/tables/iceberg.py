@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
+    KafkaSparkError,
     TableError,
     TableRuntimeError,
     error_line,
@@ -305,7 +306,14 @@ class IcebergSink(TableSink):
             writer = writer.option("merge-schema", "true")
         writer.overwrite(F.col(WRITE_COLUMN).isin([*replacing, record.write_id]))
         if getattr(spark, "_jsparkSession", None) is not None:
-            return _commit_of(self._java_table(spark, "read the commit of"), record.write_id)
+            try:
+                table = self._java_table(spark, "read the commit of")
+            except KafkaSparkError as exc:  # the write is in: say so, not "as it was"
+                raise TableError(
+                    f"IcebergSink: run {self.run!r} was written to {self.table}, but its commit "
+                    f"could not be read back ({error_line(exc.__cause__ or exc)}). Retry the "
+                    "task: the retry finds the write in the table and writes nothing.") from exc
+            return _commit_of(table, record.write_id)
         row = spark.sql(
             f"SELECT snapshot_id, summary FROM {self.table}.snapshots "
             f"WHERE summary['kafka-spark.write-id'] = '{record.write_id}' "
