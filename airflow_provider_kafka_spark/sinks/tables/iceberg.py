@@ -47,6 +47,11 @@ from airflow_provider_kafka_spark.sinks.tables.commits import (
     CommitRecord,
     run_prefix,
 )
+from airflow_provider_kafka_spark.sinks.tables.iceberg_schema import (
+    described_type,
+    iceberg_type_of,
+    merged_mapping,
+)
 from airflow_provider_kafka_spark.sinks.tables.sink import (
     TableSink,
     described,
@@ -56,7 +61,7 @@ from airflow_provider_kafka_spark.sinks.tables.sink import (
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.types import DataType, StructType
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger(__name__)
 
@@ -370,9 +375,9 @@ class IcebergSink(TableSink):
             column = schema.findField(field.name)  # by the exact name: files map by name
             if column is None:
                 return f"the table has no column named exactly {field.name}"
-            wanted = _iceberg_type(field.dataType)
+            wanted = iceberg_type_of(field.dataType)
             has = f"{'optional' if column.isOptional() else 'required'} " \
-                  f"{_described(column.type())}"
+                  f"{described_type(column.type())}"
             if wanted is None or has != f"optional {wanted}":
                 return (f"the column {field.name} is {has} in the table; the readers write "
                         f"optional {wanted or field.dataType.simpleString()}")
@@ -412,7 +417,7 @@ class IcebergSink(TableSink):
             log.warning("IcebergSink: the name mapping of %s is not JSON; replacing it.",
                         self.table)
             present = []
-        merged = _merged_mapping(present if isinstance(present, list) else [], wanted)
+        merged = merged_mapping(present if isinstance(present, list) else [], wanted)
         if merged == present:
             return
         try:
@@ -495,77 +500,3 @@ def _catalogs(spark: SparkSession) -> set[str]:
 def _table_properties(spark: SparkSession, table: str) -> dict[str, str]:
     """The table's properties (Iceberg adds ``current-snapshot-id``); no Spark job."""
     return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
-
-
-def _iceberg_type(spark_type: DataType) -> str | None:
-    """The Iceberg type a Parquet column the readers write of ``spark_type`` is read as (as
-    :func:`_described` writes it), or None for a type the readers do not write."""
-    from pyspark.sql.types import ArrayType, StructType
-
-    if isinstance(spark_type, ArrayType):
-        element = _iceberg_type(spark_type.elementType)
-        required = "" if spark_type.containsNull else "required "
-        return None if element is None else f"list<{required}{element}>"
-    if isinstance(spark_type, StructType):
-        fields = [(f, _iceberg_type(f.dataType)) for f in spark_type.fields]
-        if any(t is None for _, t in fields):
-            return None
-        return "struct<" + ", ".join(
-            f"{f.name}: {'optional' if f.nullable else 'required'} {t}" for f, t in fields) + ">"
-    return _PRIMITIVES.get(spark_type.typeName())
-
-
-_PRIMITIVES = {"binary": "binary", "string": "string", "integer": "int", "long": "long",
-               "timestamp": "timestamptz", "boolean": "boolean", "double": "double",
-               "float": "float"}
-"""Spark's type -> the Iceberg type of the Parquet column pyarrow writes for it (a timestamp is
-microseconds adjusted to UTC: ``timestamptz``)."""
-
-
-def _described(iceberg_type: Any) -> str:
-    """An Iceberg (Java) type as text without field ids, with each nested field's and list
-    element's and map value's optionality: ``list<struct<key: optional string, ...>>``."""
-    if iceberg_type.isPrimitiveType():
-        return str(iceberg_type.toString())
-    if iceberg_type.isListType():
-        listed = iceberg_type.asListType()
-        required = "" if listed.isElementOptional() else "required "
-        return f"list<{required}{_described(listed.elementType())}>"
-    if iceberg_type.isMapType():
-        mapped = iceberg_type.asMapType()
-        required = "" if mapped.isValueOptional() else "required "
-        return (f"map<{_described(mapped.keyType())}, {required}"
-                f"{_described(mapped.valueType())}>")
-    fields = iceberg_type.asStructType().fields()
-    return "struct<" + ", ".join(
-        f"{f.name()}: {'optional' if f.isOptional() else 'required'} {_described(f.type())}"
-        for f in fields) + ">"
-
-
-def _merged_mapping(present: list[Any], wanted: list[Any]) -> list[Any]:
-    """The name mapping ``present`` (Iceberg's JSON: ``[{"field-id", "names", "fields"}]``)
-    completed by ``wanted`` (the current schema's): each wanted field's names added to the
-    present field of its id (the present names kept, its nested fields merged alike), the
-    wanted fields present lacks appended, and a present name that now means another column
-    dropped. Equal to ``present`` when it maps every wanted name already."""
-    owner = {name: w.get("field-id") for w in wanted for name in w.get("names", [])}
-    by_id = {w.get("field-id"): w for w in wanted}
-    merged: list[Any] = []
-    seen = set()
-    for field in present:
-        if not isinstance(field, dict):
-            continue
-        fid = field.get("field-id")
-        names = [n for n in field.get("names", []) if owner.get(n, fid) == fid]
-        if not names:
-            continue  # every name of it means another column now
-        entry = {**field, "names": names}
-        match = by_id.get(fid) if fid is not None else None
-        if match is not None:
-            seen.add(fid)
-            entry["names"] = names + [n for n in match.get("names", []) if n not in names]
-            if match.get("fields"):
-                entry["fields"] = _merged_mapping(field.get("fields") or [], match["fields"])
-        merged.append(entry)
-    merged += [w for w in wanted if w.get("field-id") not in seen]
-    return merged
