@@ -249,7 +249,7 @@ def land(ctx: Context, folder: str, codec: str = "snappy") -> list[str]:
                                     isolation_level=ctx.ranges.isolation_level,
                                     landing=ParquetFolder(folder, compression=codec)))
     assert sum(r["records"] for r in landing.reports) == ctx.records, landing.reports
-    return [os.path.join(folder, name) for name in landing.files()]
+    return [os.path.join(folder, landed.name) for landed in landing.files()]
 
 
 def write_spark(ctx: Context, fmt: str, table: str) -> None:

@@ -521,12 +521,12 @@ def held_sink(table_format: str, hold: str) -> type:
                 _hold()
             return done
 
-        def commit_files(self, spark: Any, files: list[str], replacing: list[str],
+        def commit_files(self, spark: Any, folder: str, files: Any, replacing: list[str],
                          record: Any) -> Any:
             print(f"COMMITTING {record.write_id}", flush=True)
             if hold == "before":
                 _hold()
-            done = super().commit_files(spark, files, replacing, record)
+            done = super().commit_files(spark, folder, files, replacing, record)
             print(f"COMMITTED {record.write_id}", flush=True)
             if hold == "after_commit":
                 _hold()

@@ -10,7 +10,7 @@ takes them and when they are visible (:class:`Intake`)::
     RowsWithSplitEnds()     sink.write(df) with the readers' end      an exactly-once KafkaSink
                             row after each split                      of records as read
     LandedParquet(folder,   the readers write Parquet files into      FileSink (Parquet, local
-      adopt)                ``folder``; then adopt(their names)       or S3), Iceberg and Delta
+      adopt)                ``folder``; then adopt(the files)         or S3), Iceberg and Delta
                                                                       tables that can take them,
                                                                       of records as read
 
@@ -33,7 +33,7 @@ from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import Engine
 
 if TYPE_CHECKING:
-    from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+    from airflow_provider_kafka_spark.spark.read.landing import LandedFile, ParquetFolder
 
 Records = Literal["as_read", "decoded", "transformed"]
 """What the records a sink gets are: ``as_read`` (the read's columns and bytes), ``decoded``
@@ -81,12 +81,14 @@ class RowsWithSplitEnds:
 @dataclass(frozen=True)
 class LandedParquet:
     """The readers write the records as Parquet files into ``folder`` themselves (the records
-    never become Spark rows); then ``adopt(names)`` instead of ``sink.write``: the files the
-    readers reported, the rest of the folder is not the output; it returns the output's
-    description. Only for :attr:`SinkInput.native_as_read`, with no dead letters."""
+    never become Spark rows); then ``adopt(files)`` instead of ``sink.write``: the files the
+    readers reported (:class:`~airflow_provider_kafka_spark.spark.read.landing.LandedFile`:
+    name, size and Parquet footer each), the rest of the folder is not the output; it returns
+    the output's description. Only for :attr:`SinkInput.native_as_read`, with no dead
+    letters."""
 
     folder: ParquetFolder
-    adopt: Callable[[Sequence[str]], dict[str, Any]]
+    adopt: Callable[[Sequence[LandedFile]], dict[str, Any]]
 
 
 @dataclass(frozen=True)

@@ -287,12 +287,12 @@ def test_a_try_whose_run_another_try_committed_since_its_look_up_conflicts_and_w
     raced: list[dict[str, Any]] = []
 
     class Racing(IcebergSink):
-        def commit_files(self, spark: Any, files: list[str], replacing: list[str],
+        def commit_files(self, spark: Any, folder: str, files: Any, replacing: list[str],
                          record: Any) -> dict[str, Any]:
             if not raced:  # the other try commits the same write now
                 raced.append(run_ingest(table_spark, kafka_config, ranges,
                                         table.sink("run-1"), sql=None))
-            return super().commit_files(spark, files, replacing, record)
+            return super().commit_files(spark, folder, files, replacing, record)
 
     with caplog.at_level(logging.INFO, logger="airflow_provider_kafka_spark.sinks.tables"):
         out = run_ingest(table_spark, kafka_config, ranges,

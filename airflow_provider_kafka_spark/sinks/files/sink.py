@@ -42,7 +42,7 @@ from airflow_provider_kafka_spark.spark.intake import Intake, LandedParquet, Sin
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+    from airflow_provider_kafka_spark.spark.read.landing import LandedFile, ParquetFolder
 
 log = logging.getLogger(__name__)
 
@@ -243,11 +243,12 @@ class FileSink(Sink):
             return ParquetFolder(f"s3://{bucket}/{prefix}", self._codec, self._objects.settings)
         return ParquetFolder(self._writes_to[len("file:"):], self._codec)
 
-    def adopt(self, names: Sequence[str]) -> dict[str, Any]:
-        """Instead of :meth:`write`: the readers wrote the files ``names`` into the folder
+    def adopt(self, files: Sequence[LandedFile]) -> dict[str, Any]:
+        """Instead of :meth:`write`: the readers wrote ``files`` into the folder
         :meth:`intake` named (:class:`LandedParquet`); every other file there goes. The
         output's description."""
         layout = self._require_prepared("adopt")
+        names = [f.name for f in files]
         if self._objects is not None:
             self._object_names = sorted(names)
             self._objects.written.update(names)

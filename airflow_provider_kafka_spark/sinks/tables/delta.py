@@ -44,7 +44,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
@@ -61,7 +61,6 @@ from airflow_provider_kafka_spark.sinks.tables.delta_files import (
     STATS_TYPES,
     DeltaTarget,
     delta_stats,
-    footers,
     indexed_columns,
 )
 from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described, store_failure
@@ -69,6 +68,8 @@ from airflow_provider_kafka_spark.sinks.tables.sink import TableSink, described,
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from airflow_provider_kafka_spark.spark.read.landing import LandedFile
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +302,7 @@ class DeltaSink(TableSink):
             uri = f"s3://{bucket}/{prefix}".rstrip("/")
         elif is_connect_session(spark):
             return ("its folder is local to the Spark Connect server's machines, where this "
-                    "process cannot read the files' footers")
+                    "process cannot write the table's log (delta-rs commits from here)")
         else:
             uri = urlsplit(root).path if scheme else root
         codec = (spark.conf.get("spark.sql.parquet.compression.codec", None)
@@ -348,10 +349,11 @@ class DeltaSink(TableSink):
                               and f.dataType.typeName() in STATS_TYPES))
         return root, codec, s3
 
-    def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
-                     record: CommitRecord) -> dict[str, Any]:
+    def commit_files(self, spark: SparkSession, folder: str, files: Sequence[LandedFile],
+                     replacing: list[str], record: CommitRecord) -> dict[str, Any]:
         """One delta-rs append of ``files``: an add action each (its path relative to the
-        table's folder, its Delta statistics from its Parquet footer: ``numRecords``, and
+        table's folder, its size and time as the reader reported them, its Delta statistics
+        from the footer the reader reported: ``numRecords``, and
         ``nullCount``/``minValues``/``maxValues`` of the indexed flat columns, timestamps in
         milliseconds as Delta writes them, the max rounded up), ``record`` as the version's
         ``userMetadata`` and the write id as its transaction identifier (``kafka-spark:<write
@@ -363,17 +365,18 @@ class DeltaSink(TableSink):
         from deltalake.transaction import AddAction, PostCommitHookProperties, Transaction
 
         target = self._delta
+        folder = folder.rstrip("/")
         if target is None or replacing:  # lands_replacing is False: sink.py never asks that
             raise TableError("DeltaSink: commit_files() takes a landing folder and no earlier "
                              "writes to replace.")
-        relative = []
-        for uri in files:
-            if not uri.startswith(f"{target.root}/"):
-                raise TableError(f"DeltaSink: {uri} is not in the table's folder {target.root}.")
-            relative.append(uri[len(target.root) + 1:])
+        if not folder.startswith(f"{target.root}/"):
+            raise TableError(f"DeltaSink: {folder} is not in the table's folder {target.root}.")
+        relative = folder[len(target.root) + 1:]
         actions, records = [], 0
-        for path, size, modified, footer in footers(target, relative):
-            actions.append(AddAction(quote(path, safe="/"), size, {}, modified, True,
+        for landed in files:
+            footer = landed.metadata()
+            actions.append(AddAction(quote(f"{relative}/{landed.name}", safe="/"), landed.size,
+                                     {}, landed.modified_ms, True,
                                      delta_stats(footer, target.null_counted, target.bounded)))
             records += footer.num_rows
         table = _delta_table(target.uri, target.s3)

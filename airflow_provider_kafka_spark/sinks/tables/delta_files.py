@@ -1,20 +1,16 @@
 """The readers' Parquet files as delta-rs adds them to a Delta table (:class:`DeltaSink`'s
-commit of a landed run): which columns Delta keeps statistics for, each file's size, time and
-footer (read in parallel, locally or on S3), and Delta's ``stats`` JSON from a footer."""
+commit of a landed run): which columns Delta keeps statistics for, and Delta's ``stats`` JSON
+from a file's footer (the one its reader reported)."""
 
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from airflow_provider_kafka_spark.errors import TableError
-from airflow_provider_kafka_spark.s3 import S3Settings, split_s3
+from airflow_provider_kafka_spark.s3 import S3Settings
 
 if TYPE_CHECKING:
     from pyspark.sql.types import StructType
@@ -22,7 +18,6 @@ if TYPE_CHECKING:
 STATS_TYPES = ("string", "integer", "long", "timestamp")
 """The types of the readers' columns whose min and max Delta collects (not binary, nor the
 nested ``headers``)."""
-FOOTER_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -64,47 +59,6 @@ def indexed_columns(schema: StructType, configuration: Mapping[str, str]) -> fro
             indexed.add(f.name)
         seen += leaves(f.dataType)
     return frozenset(indexed)
-
-
-def footers(target: DeltaTarget, relative: list[str]) -> list[tuple[str, int, int, Any]]:
-    """``(path, size, modification ms, Parquet footer)`` of each file (paths relative to the
-    table's folder), the footers read in parallel: on S3 one listing per landing folder (sizes
-    and times), then each file's tail."""
-    import pyarrow.parquet as pq
-
-    if target.s3 is None:  # local
-        folder = urlsplit(target.root).path if urlsplit(target.root).scheme else target.root
-
-        def local(path: str) -> tuple[str, int, int, Any]:
-            full = os.path.join(folder, path)
-            status = os.stat(full)
-            return path, status.st_size, int(status.st_mtime * 1000), pq.read_metadata(full)
-
-        read = local
-    else:
-        from pyarrow import fs as pafs
-
-        bucket, prefix = split_s3(target.root)
-        keys = {path: f"{bucket}/{prefix}/{path}" if prefix else f"{bucket}/{path}"
-                for path in relative}
-        store = target.s3.filesystem()
-        listed = {}
-        for folder in sorted({os.path.dirname(k) for k in keys.values()}):
-            for info in store.get_file_info(pafs.FileSelector(folder)):
-                listed[info.path] = info
-
-        def remote(path: str) -> tuple[str, int, int, Any]:
-            info = listed.get(keys[path])
-            if info is None:
-                raise TableError(f"DeltaSink: the landed file s3://{keys[path]} is missing; "
-                                 "nothing was committed. Retry the task.")
-            with store.open_input_file(info.path) as handle:
-                footer = pq.read_metadata(handle)
-            return path, info.size, int(info.mtime.timestamp() * 1000), footer
-
-        read = remote
-    with ThreadPoolExecutor(max(1, min(FOOTER_THREADS, len(relative)))) as pool:
-        return list(pool.map(read, relative))
 
 
 def delta_stats(footer: Any, null_counted: frozenset[str], bounded: frozenset[str]) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -62,6 +62,8 @@ from airflow_provider_kafka_spark.sinks.tables.sink import (
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
+
+    from airflow_provider_kafka_spark.spark.read.landing import LandedFile
 
 log = logging.getLogger(__name__)
 
@@ -429,13 +431,15 @@ class IcebergSink(TableSink):
         log.info("IcebergSink: set %s of %s, so that files without field ids (the readers') "
                  "are read by their column names.", NAME_MAPPING, self.table)
 
-    def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
-                     record: CommitRecord) -> dict[str, Any]:
+    def commit_files(self, spark: SparkSession, folder: str, files: Sequence[LandedFile],
+                     replacing: list[str], record: CommitRecord) -> dict[str, Any]:
         """One ``OverwriteFiles`` snapshot through Iceberg's Java API: each of ``files`` added
-        (its metrics read from its footer with the table's metrics settings and name mapping,
-        its size from the store), the rows of the writes ``replacing`` deleted, ``record`` in
-        the summary; validated from ``self._head`` against concurrent commits that added or
-        deleted rows of this run (serializable, as :meth:`commit_rows`)."""
+        (its size as the reader reported it; its metrics, with the table's metrics settings and
+        name mapping, from the footer the reader reported: Iceberg's own ``ParquetUtil`` reads
+        it from memory, so no file is read back from the store), the rows of the writes
+        ``replacing`` deleted, ``record`` in the summary; validated from ``self._head`` against
+        concurrent commits that added or deleted rows of this run (serializable, as
+        :meth:`commit_rows`)."""
         jvm: Any = spark.sparkContext._jvm
         iceberg = jvm.org.apache.iceberg
         # As this attempt's refresh loaded it (a commit onto a newer snapshot refreshes it).
@@ -444,15 +448,16 @@ class IcebergSink(TableSink):
         mapping = (iceberg.mapping.NameMappingParser.fromJson(text) if text
                    else iceberg.mapping.MappingUtil.create(table.schema()))
         metrics_config = iceberg.MetricsConfig.forTable(table)
-        io, spec = table.io(), table.spec()
+        spec = table.spec()
         expressions = iceberg.expressions.Expressions
         overwrite = table.newOverwrite()
-        for uri in files:
-            source = io.newInputFile(uri)
-            metrics = iceberg.parquet.ParquetUtil.fileMetrics(source, metrics_config, mapping)
-            overwrite.addFile(iceberg.DataFiles.builder(spec).withPath(uri)
+        for landed in files:
+            footer = iceberg.inmemory.InMemoryInputFile(landed.footer)
+            metrics = iceberg.parquet.ParquetUtil.fileMetrics(footer, metrics_config, mapping)
+            overwrite.addFile(iceberg.DataFiles.builder(spec)
+                              .withPath(f"{folder.rstrip('/')}/{landed.name}")
                               .withFormat(iceberg.FileFormat.PARQUET)
-                              .withFileSizeInBytes(source.getLength())
+                              .withFileSizeInBytes(landed.size)
                               .withMetrics(metrics).build())
         if replacing:
             overwrite.overwriteByRowFilter(getattr(expressions, "in")(WRITE_COLUMN, replacing))

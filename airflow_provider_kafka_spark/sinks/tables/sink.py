@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
-    from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+    from airflow_provider_kafka_spark.spark.read.landing import LandedFile, ParquetFolder
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class TableSink(Sink):
         self._output: StructType | None = None  # the output's schema, once prepared
         self._landing: ParquetFolder | None = None  # where the readers land the run's files
         self._landing_uri = ""  # that folder, as the table names its files
-        self._landed: list[str] | None = None  # the landed files' names, once adopted
+        self._landed: list[LandedFile] | None = None  # the landed files, once adopted
         self._commit_tried = False  # whether a commit of the landed files was tried
         # the table's newest commit and the run's writes in it, as the intake looked them up
         self._looked_up: tuple[str | None, frozenset[str]] | None = None
@@ -291,16 +291,16 @@ class TableSink(Sink):
         self._landing_uri = f"{table_uri.rstrip('/')}/{name}"
         return Intake(LandedParquet(self._landing, self._adopt), staged=True)
 
-    def _adopt(self, names: Sequence[str]) -> dict[str, Any]:
-        """The readers' files (their names in the landing folder) are the run's output."""
-        self._landed = list(names)
+    def _adopt(self, files: Sequence[LandedFile]) -> dict[str, Any]:
+        """The readers' files (in the landing folder) are the run's output."""
+        self._landed = list(files)
         return self.describe()
 
     def _forget_landed(self) -> None:
         """Delete the landed files, unless a commit of them was tried (it may have landed)."""
         if self._landing is not None and self._landed and not self._commit_tried:
             try:
-                self._landing.remove(self._landed)
+                self._landing.remove(f.name for f in self._landed)
                 if self._landing.s3 is None:  # the attempt's own folder, empty now
                     with contextlib.suppress(OSError):
                         os.rmdir(self._landing.path)
@@ -365,8 +365,8 @@ class TableSink(Sink):
                 with kafka_errors():
                     if self._landed is not None:
                         self._commit_tried = True
-                        files = [f"{self._landing_uri}/{n}" for n in self._landed]
-                        done = self.commit_files(self._spark, files, sorted(present), record)
+                        done = self.commit_files(self._spark, self._landing_uri, self._landed,
+                                                 sorted(present), record)
                     else:
                         assert self._df is not None
                         done = self.commit_rows(self._spark, self._df, sorted(present), record)
@@ -481,11 +481,13 @@ class TableSink(Sink):
         """:meth:`landing_folder`'s answer, or why not (a sentence for the log)."""
         return "the format has no commit of the readers' files"
 
-    def commit_files(self, spark: SparkSession, files: list[str], replacing: list[str],
-                     record: CommitRecord) -> dict[str, Any]:
-        """One commit: the data files ``files`` (URIs, with :data:`WRITE_COLUMN` =
-        ``record.write_id`` in every row) added, the rows of the writes ``replacing`` removed,
-        ``record`` recorded; ``{"commit", "records_written"}``. Fails as :meth:`commit_rows`."""
+    def commit_files(self, spark: SparkSession, folder: str, files: Sequence[LandedFile],
+                     replacing: list[str], record: CommitRecord) -> dict[str, Any]:
+        """One commit: the data files ``files`` of ``folder`` (the landing folder's URI as the
+        table names its files; :data:`WRITE_COLUMN` = ``record.write_id`` in every row) added,
+        with the statistics of the footers the readers reported (no file is read back), the
+        rows of the writes ``replacing`` removed, ``record`` recorded; ``{"commit",
+        "records_written"}``. Fails as :meth:`commit_rows`."""
         raise NotImplementedError(f"{type(self).__name__} does not commit landed files")
 
     @abstractmethod

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
-from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import (
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+)
 
 from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
@@ -47,14 +55,42 @@ REPORT_SCHEMA = StructType([
     StructField("first_offset", LongType()), StructField("last_offset", LongType()),
     StructField("min_us", LongType()), StructField("max_us", LongType()),
     StructField("bytes", LongType()), StructField("file", StringType()),
+    StructField("file_size", LongType()), StructField("modified_ms", LongType()),
+    StructField("footer", BinaryType()),
 ])
-"""One row per split of a landing read: its counts and the file it wrote (None: no records)."""
+"""One row per split of a landing read: its counts and the file it wrote (``file`` None: no
+records), with what :class:`LandedFile` holds of it."""
 
 _ARROW_REPORT = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
     ("records", pa.int64()), ("first_offset", pa.int64()), ("last_offset", pa.int64()),
     ("min_us", pa.int64()), ("max_us", pa.int64()), ("bytes", pa.int64()), ("file", pa.string()),
+    ("file_size", pa.int64()), ("modified_ms", pa.int64()), ("footer", pa.binary()),
 ])
+
+
+@dataclass(frozen=True)
+class LandedFile:
+    """A file a reader wrote into a landing folder, as its report says: its ``name`` in the
+    folder, its ``size`` in bytes, when it was written (``modified_ms``, milliseconds since the
+    epoch), and its Parquet ``footer`` as a footer-only Parquet file (``PAR1``, the Thrift
+    ``FileMetaData``, its length, ``PAR1``: what the writer put at the file's end), so that a
+    table's commit has each file's statistics without reading it back from the store."""
+
+    name: str
+    size: int
+    modified_ms: int
+    footer: bytes
+
+    def metadata(self) -> pq.FileMetaData:
+        """The footer as pyarrow reads it."""
+        return pq.read_metadata(pa.BufferReader(self.footer))
+
+
+def _footer_file(metadata: pq.FileMetaData) -> bytes:
+    out = pa.BufferOutputStream()
+    metadata.write_metadata_file(out)
+    return out.getvalue().to_pybytes()
 
 
 @dataclass(frozen=True)
@@ -127,6 +163,7 @@ class ParquetFolder:
             name = f"part-{index:05d}-{uuid.uuid4()}-c000.{suffix}"
             path = os.path.join(self.path, name)
         counts, writer = SplitCounts(), None
+        landed: LandedFile | None = None
         group: list[pa.RecordBatch] = []  # the next row group, written once about ROW_GROUP_BYTES
 
         def flush() -> None:
@@ -152,6 +189,11 @@ class ParquetFolder:
                 writer.close()
                 if upload is not None:
                     upload.finish()
+                    size = upload.size
+                else:
+                    size = os.path.getsize(path)
+                landed = LandedFile(name, size, int(time.time() * 1000),
+                                    _footer_file(writer.writer.metadata))
         except BaseException:
             if upload is not None:  # nothing appears at the key (the writer is dropped)
                 upload.cancel()
@@ -163,7 +205,10 @@ class ParquetFolder:
             "records": counts.records, "first_offset": counts.first_offset,
             "last_offset": counts.last_offset, "min_us": counts.min_us,
             "max_us": counts.max_us, "bytes": counts.bytes,
-            "file": name if writer is not None else None}], schema=_ARROW_REPORT)
+            **({} if landed is None else {  # no records: no file, these stay null
+                "file": landed.name, "file_size": landed.size,
+                "modified_ms": landed.modified_ms, "footer": landed.footer})}],
+            schema=_ARROW_REPORT)
 
 
 @dataclass(frozen=True)
@@ -172,9 +217,10 @@ class Landing:
 
     reports: tuple[Mapping[str, Any], ...]
 
-    def files(self) -> list[str]:
-        """The names of the files the successful tasks wrote (in the folder), sorted."""
-        return sorted(r["file"] for r in self.reports if r["file"])
+    def files(self) -> list[LandedFile]:
+        """The files the successful tasks wrote (in the folder), by name."""
+        return sorted((LandedFile(r["file"], r["file_size"], r["modified_ms"], bytes(r["footer"]))
+                       for r in self.reports if r["file"]), key=lambda f: f.name)
 
     def summaries(self) -> list[PartitionSummary]:
         """The per-partition statistics, as :func:`~airflow_provider_kafka_spark.spark.
