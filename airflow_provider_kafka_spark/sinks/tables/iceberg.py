@@ -15,8 +15,8 @@ conflict: Iceberg retries onto them). The data files come one of two ways:
   same types, nullable; the other columns nullable), the readers write one Parquet file per
   split into ``<data folder>/kafka-spark-<uuid>/`` with the table's codec and the write id in
   every row, and :meth:`IcebergSink.commit_files` adds exactly those files through Iceberg's
-  Java API in the session's JVM (each file's metrics from its footer). Files written by
-  pyarrow carry no Iceberg field ids: the sink keeps the table's
+  Java API in the session's JVM (each file's metrics from the footer its reader reported).
+  Files written by pyarrow carry no Iceberg field ids: the sink keeps the table's
   ``schema.name-mapping.default`` complete (every column by its name) before the read, so
   Iceberg and other readers find the columns by name;
 * **Spark's writer** (:meth:`IcebergSink.commit_rows`) for everything else (and on Spark
