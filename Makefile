@@ -23,7 +23,7 @@ WHEEL = $(firstword $(wildcard dist/*-manylinux*.whl))
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 PACKAGE_SOURCES := $(shell find airflow_provider_kafka_spark -name '*.py' -o -name '*.pyi')
 
-.PHONY: test demo airflow browser s3-server lint setup dist matrix tables-setup clean
+.PHONY: test demo airflow browser s3-server jvm-archives lint setup dist matrix tables-setup clean
 
 # .venv: the package's dependencies (uv), this source tree on its path (as an editable install),
 # and the native module copied out of the wheel `make dist` built (tools/source_venv.py). The
@@ -101,14 +101,20 @@ $(VERSITYGW_STAMP): tools/s3_server.py
 
 # The set-up at once (the wheel's Rust build is CPU, the rest mostly downloads): .venv's
 # dependencies, the wheel (then its native module into the source tree), .venv-tables, the
-# browser and the S3 server. Then the suite in two lanes at once (tools/test_lanes.py): its jobs
+# browser, the S3 server and the JVM archives. Then the suite in two lanes at once (tools/test_lanes.py): its jobs
 # (.venv's pytest of the deployed Airflow, of the cluster tiers and the wheel, of the rest;
 # .venv-tables' pytest of tests/tables, its Airflow part apart) from one queue, the longest
 # first. Every job runs; the target fails when any did.
 # (.venv's runs leave tests/tables out: tests/conftest.py says so in its header.)
 test:
-	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser s3-server
+	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser s3-server jvm-archives
 	$(VENV)/bin/python tools/test_lanes.py
+
+# Class-data-sharing archives of .venv's and .venv-tables' PySpark (tools/jvm_archives.py: one
+# small Spark job each, once per PySpark install, while the wheel builds): the suite's Spark
+# drivers map them and start with a third less CPU.
+jvm-archives: $(DEPS_STAMP) $(TABLES_STAMP)
+	$(VENV)/bin/python tools/jvm_archives.py $(VENV)/bin/python $(TABLES_VENV)/bin/python
 
 lint: setup
 	$(VENV)/bin/ruff check airflow_provider_kafka_spark tests dags benchmarks tools

@@ -34,22 +34,25 @@ pytest.register_assert_rewrite("tests.support")
 # Airflow reads its configuration once, when first imported: point it at a throwaway home
 # before any test module can import it. (Nothing above imports Airflow.)
 import tests.support.airflow_env  # noqa: E402, F401  # isort: skip
-from tests.support.deployed import SMALL_JVM_OPTS  # noqa: E402  # isort: skip
+from tests.support.deployed import SMALL_JVM_OPTS, SMALL_SPARK_JVM_OPTS  # noqa: E402  # isort: skip
 
 # The suite's Spark drivers (the session fixtures, the kill-point children, the deployed
 # Airflow's tasks) run many small jobs: a driver JVM with the C1 compiler only and the serial GC
 # needs about a third less CPU for them (measured: 28 -> 18 CPU seconds for a 3,000-record
 # ingest), and CPU is what the suite waits for on a 2-core machine running its jobs in lanes
-# (tools/test_lanes.py). Set before any JVM starts; a SPARK_SUBMIT_OPTS of your own is kept.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", SMALL_JVM_OPTS)
+# (tools/test_lanes.py). With the class-data-sharing archive of this PySpark that `make test`
+# makes (tools/jvm_archives.py), a driver's start needs another third less (measured: 16.5-19
+# -> 10.5-12 CPU seconds for a start and a small job). Set before any JVM starts; a
+# SPARK_SUBMIT_OPTS of your own is kept.
+os.environ.setdefault("SPARK_SUBMIT_OPTS", SMALL_SPARK_JVM_OPTS)
 # The same for the suite's Kafka brokers (tools/kafka_broker.py reads KAFKA_BROKER_JVM_OPTS;
 # the Airflow stacks' brokers inherit it): measured on a broker's start and a small workload
 # (60 topics, 120,000 transactional records, read back): 7 -> 3.7 and 13-16 -> 8-10 CPU seconds,
 # the same wall time. Benchmarks' brokers keep the defaults (C2, G1).
 os.environ.setdefault("KAFKA_BROKER_JVM_OPTS", SMALL_JVM_OPTS)
 # And for the standalone cluster's JVMs (tools/spark_cluster.py: master, workers, Connect
-# server, submitted drivers, executors).
-os.environ.setdefault("SPARK_CLUSTER_JVM_OPTS", SMALL_JVM_OPTS)
+# server, submitted drivers, executors), on the same PySpark's jars.
+os.environ.setdefault("SPARK_CLUSTER_JVM_OPTS", SMALL_SPARK_JVM_OPTS)
 
 # run_dag and the metadata DB and kafka_default connection it needs, for every tier that runs
 # DAGs (tests/dags, tests/secured).
