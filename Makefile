@@ -111,10 +111,11 @@ test:
 	$(VENV)/bin/python tools/test_lanes.py
 
 # Class-data-sharing archives of .venv's and .venv-tables' PySpark (tools/jvm_archives.py: one
-# small Spark job each, once per PySpark install, while the wheel builds): the suite's Spark
-# drivers map them and start with a third less CPU.
+# small Spark job each, once per PySpark install, while the wheel builds, at the lowest CPU
+# priority: the build's critical path keeps its cores): the suite's Spark drivers map them and
+# start with a third less CPU.
 jvm-archives: $(DEPS_STAMP) $(TABLES_STAMP)
-	$(VENV)/bin/python tools/jvm_archives.py $(VENV)/bin/python $(TABLES_VENV)/bin/python
+	nice -n 19 $(VENV)/bin/python tools/jvm_archives.py $(VENV)/bin/python $(TABLES_VENV)/bin/python
 
 lint: setup
 	$(VENV)/bin/ruff check airflow_provider_kafka_spark tests dags benchmarks tools
