@@ -68,16 +68,13 @@ def archive_path(jars: Path) -> Path:
     return ARCHIVES / f"spark-{digest.hexdigest()[:16]}.jsa"
 
 
-def spark_archive_options(python: Path | None = None) -> str:
-    """The JVM options (a leading space) that map the archive of ``python``'s PySpark
-    (default: this interpreter's), or "" when it has not been made."""
+def spark_archive_options() -> str:
+    """The JVM options (a leading space) that map the archive of this interpreter's PySpark,
+    or "" when it has not been made."""
     import importlib.util
 
-    if python is None:
-        spec = importlib.util.find_spec("pyspark")
-        jars = Path(spec.origin).parent / "jars" if spec and spec.origin else None
-    else:
-        jars = _jars(python)
+    spec = importlib.util.find_spec("pyspark")
+    jars = Path(spec.origin).parent / "jars" if spec and spec.origin else None
     if jars is None or not jars.is_dir():
         return ""
     archive = archive_path(jars)
