@@ -64,7 +64,8 @@ from airflow_provider_kafka_spark.plugins.offsets_page import Query, render_page
 from benchmarks.measure import spread  # noqa: E402
 from tests.support.browser import chromium_executable  # noqa: E402
 from tools import airflow_stack  # noqa: E402
-from tools.local_broker import free_port, local_broker  # noqa: E402
+from tools.local_broker import local_broker  # noqa: E402
+from tools.processes import free_port  # noqa: E402
 
 MEASURES = ("audit", "json", "page", "render", "browser", "browser_in_ui")
 TARGET_S = 2.0

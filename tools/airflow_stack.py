@@ -283,7 +283,7 @@ def _get_json(url: str, token: str | None = None) -> object:
 
 
 def _start_broker(run_dir: Path) -> str:
-    from tools.local_broker import free_port
+    from tools.processes import free_port
 
     out = subprocess.run([sys.executable, str(BROKER_SCRIPT), "start", "--dir",
                           str(run_dir / "kafka"), "--port", str(free_port())],

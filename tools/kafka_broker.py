@@ -50,6 +50,8 @@ import time
 import uuid
 from pathlib import Path
 
+from tools.processes import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 POM = ROOT / "tools" / "kafka" / "pom.xml"
 JARS = ROOT / ".cache" / "kafka" / "jars"
@@ -193,11 +195,6 @@ def java_command(*args: str, log4j: Path, heap: str = "768m") -> list[str]:
         "-cp", f"{JARS}/*", *args,
     ]
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def metadata_ok(port: int, brokers: int = 1) -> bool:

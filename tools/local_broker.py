@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import tempfile
@@ -13,6 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from tools.processes import free_port
 
 BROKER_SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "kafka-broker"
 
@@ -152,8 +153,3 @@ def _stop(run_dir: Path) -> None:
                    check=True)
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

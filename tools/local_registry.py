@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tools.local_broker import free_port
-from tools.processes import launch, read_pid, stop_service
+from tools.processes import free_port, launch, read_pid, stop_service
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / ".cache" / "schema-registry"

@@ -45,8 +45,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tools.local_broker import free_port
-from tools.processes import alive, end_group, launch, read_pid
+from tools.processes import alive, end_group, free_port, launch, read_pid
 
 NAME = "postgres"
 SUPERUSER = "postgres"

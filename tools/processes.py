@@ -11,7 +11,9 @@ groups of their own). Nothing is ever found or killed by name. Standard library 
 from __future__ import annotations
 
 import os
+import random
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
@@ -19,6 +21,42 @@ from contextlib import suppress
 from pathlib import Path
 
 STOP_GRACE_S = 15.0
+
+
+LOWEST_PORT = 10000
+"""The lowest port :func:`free_port` picks (above the well-known and common service ports)."""
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port on ``host`` that is free right now, for a server started next.
+
+    Picked at random **outside the kernel's ephemeral range**: a port the kernel hands out for
+    ``bind(0)`` comes from that range, from which every other process's ``bind(0)`` (a Spark
+    UI on port 0, a test's listener) and outgoing connection draws too, so such a port could be
+    taken by another process before the server binds it. Below the range only a server given
+    that port number binds it.
+    """
+    low, high = _ephemeral_range()
+    spans = [(LOWEST_PORT, low - 1), (high + 1, 65535)]
+    spans = [(a, b) for a, b in spans if b - a >= 1000] or [(LOWEST_PORT, 65535)]
+    for _ in range(200):
+        first, last = random.choice(spans)
+        port = random.randint(first, last)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        return port
+    raise OSError(f"no free port on {host} in {spans} after 200 tries")
 
 
 def launch(run_dir: Path, name: str, command: Sequence[str], env: Mapping[str, str]) -> int:

@@ -44,8 +44,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tools.local_broker import free_port
-from tools.processes import alive, launch, read_pid, stop_service
+from tools.processes import alive, free_port, launch, read_pid, stop_service
 
 if TYPE_CHECKING:
     import pyarrow.fs

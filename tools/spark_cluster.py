@@ -41,7 +41,7 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.processes import alive, end_group, launch, read_pid, stop_service
+from tools.processes import alive, end_group, free_port, launch, read_pid, stop_service
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DIR = ROOT / ".cache" / "spark-local"
@@ -67,12 +67,6 @@ def spark_home() -> Path:
 
     return Path(pyspark.__file__).resolve().parent
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket() as s:
-        s.bind((HOST, 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass(frozen=True)
@@ -255,7 +249,7 @@ def start(run_dir: Path = DEFAULT_DIR, *, python: str | None = None,
                            f"run `scripts/spark-local stop --dir {run_dir}` first.")
     names = ("master.rpc", "master.ui", *(f"{w}.{p}" for w in WORKERS for p in ("rpc", "ui")),
              "connect.grpc", "connect.ui")
-    ports = {name: free_port() for name in names}
+    ports = {name: free_port(HOST) for name in names}
     cluster = Cluster(
         run_dir=run_dir, master_url=f"spark://{HOST}:{ports['master.rpc']}",
         master_ui=f"http://{HOST}:{ports['master.ui']}",
@@ -292,7 +286,12 @@ def _from_state(state: Mapping[str, object]) -> Cluster:
 
 def _get_json(url: str) -> object:
     with urllib.request.urlopen(url, timeout=10) as response:
-        return json.load(response)
+        body = response.read()
+    try:
+        return json.loads(body)
+    except ValueError:
+        raise ClusterError(f"{url} answered with something else than JSON (another server on "
+                           f"the port?): {body[:120]!r}") from None
 
 
 def _check_running(cluster: Cluster, pids: Mapping[str, int]) -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from typing import Any
 
 import pytest
 
 from tests.support import airflow_env  # noqa: F401  (before Airflow is imported)
+from tools.processes import free_port
 
 # isort: split
 
@@ -99,9 +99,7 @@ SECRET = "hunter24"
 
 
 def unreachable_bootstrap() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"127.0.0.1:{s.getsockname()[1]}"
+    return f"127.0.0.1:{free_port()}"
 
 
 HOSTILE_EXTRAS: list[tuple[Any, str]] = [

@@ -5,7 +5,6 @@ Spark's ``AnalysisException [PYTHON_DATA_SOURCE_ERROR]``, a TypeError or a bare 
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -34,6 +33,7 @@ from airflow_provider_kafka_spark.spark import (
 )
 from airflow_provider_kafka_spark.spark.read.datasource import read_options
 from tests.support.topics import create_topic
+from tools.processes import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -52,11 +52,8 @@ def assert_error(call: Callable[[], object], cls: type[KafkaSparkError], fragmen
 
 @pytest.fixture
 def unreachable() -> Iterator[dict[str, Any]]:
-    """A config whose bootstrap port had a listener a moment ago and has none now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    yield {"bootstrap.servers": f"127.0.0.1:{port}"}
+    """A config whose bootstrap port has no listener."""
+    yield {"bootstrap.servers": f"127.0.0.1:{free_port()}"}
 
 
 # --- Class 2: poll_timeout and timeout are positive, finite numbers of seconds ---

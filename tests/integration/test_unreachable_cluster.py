@@ -15,7 +15,6 @@ that answers but is slow to settle, not for one that never answers."""
 
 from __future__ import annotations
 
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -48,11 +47,11 @@ from tests.support.unreachable import (
     Setting,
     check_failure,
     fail,
-    free_port,
     http_server,
     silent_server,
 )
 from tools.kafka_records import produce
+from tools.processes import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -62,11 +61,8 @@ RANGES = OffsetRanges((PartitionRange("t", 0, 0, 5), PartitionRange("t", 1, 0, 5
 
 @pytest.fixture
 def unreachable() -> Iterator[dict[str, Any]]:
-    """A config whose bootstrap port had a listener a moment ago and has none now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    yield {"bootstrap.servers": f"127.0.0.1:{port}"}
+    """A config whose bootstrap port has no listener."""
+    yield {"bootstrap.servers": f"127.0.0.1:{free_port()}"}
 
 
 Call = Callable[..., object]  # (config, **timeout)

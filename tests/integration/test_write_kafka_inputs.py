@@ -20,7 +20,7 @@ from airflow_provider_kafka_spark.errors import KafkaWriteError, WriteConfigErro
 from airflow_provider_kafka_spark.spark.write.plan import TaskPlan
 from airflow_provider_kafka_spark.spark.write.task import write_partition
 from airflow_provider_kafka_spark.spark.write.writer import write_kafka
-from tools.local_broker import free_port
+from tools.processes import free_port
 from tools.write_kafka_rows import read_committed
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

@@ -17,8 +17,7 @@ import psutil
 
 from airflow_provider_kafka_spark.offsets import OffsetRanges, Subscription, resolve_offsets
 from tools.kafka_records import produce, transactional_producer, wait_for_markers
-from tools.local_broker import free_port
-from tools.processes import end_group
+from tools.processes import end_group, free_port
 from tools.spark_cluster import Cluster
 
 JOBS = Path(__file__).resolve().parent / "cluster_jobs.py"

@@ -16,7 +16,7 @@ from typing import Any
 
 from tools.airflow_stack import EXAMPLE_DAGS, Stack, airflow_stack
 from tools.jvm_archives import spark_archive_options
-from tools.local_broker import free_port
+from tools.processes import free_port
 
 RUN_TIMEOUT_S = 180.0
 # The tests' Spark jobs are tiny and the ingest tasks start a JVM each (several at once in a

@@ -3,7 +3,7 @@ tests that time how each fails (``tests/integration/test_unreachable_cluster.py`
 ``tests/secured/test_tls_mismatch.py``).
 
 A fault is a ``bootstrap.servers`` where no Kafka broker answers: a port with nothing listening
-(:func:`free_port`), an HTTP server (:func:`http_server`), a server that accepts and never says a
+(``tools.processes.free_port``), an HTTP server (:func:`http_server`), a server that accepts and never says a
 word (:func:`silent_server`), or a broker's listener spoken to with the wrong security protocol
 (the secured tier). An entry point (:class:`EntryPoint`) is one call of the public API, with
 the error it must raise and the bound its docstring states for its ``timeout`` (or
@@ -194,13 +194,6 @@ def check_failure(entry: EntryPoint, failure: Failure, servers: str, timeout: fl
     bound = entry.bound(timeout)
     assert failure.elapsed < bound + slack, (
         f"{entry.name} took {failure.elapsed:.1f}s; its bound is {bound:g}s")
-
-
-def free_port() -> int:
-    """A port on 127.0.0.1 that had a listener a moment ago and has none now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class _NotKafka(BaseHTTPRequestHandler):

@@ -28,7 +28,7 @@ from airflow_provider_kafka_spark.errors import ConfigurationError, TableError
 from airflow_provider_kafka_spark.naming import dataset_of_path
 from tests.tables.cases import UPPER_SQL, create, expected, ranges_of, reader, run_ingest
 from tools.kafka_records import produce
-from tools.local_broker import free_port
+from tools.processes import free_port
 from tools.table_killpoint import TableFiles
 
 pytestmark = [pytest.mark.tables, pytest.mark.spark, pytest.mark.integration]
