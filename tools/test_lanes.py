@@ -1,17 +1,20 @@
-"""The whole test suite in two lanes at once (what ``make test`` runs after ``make setup``).
+"""The whole test suite in three lanes at once (what ``make test`` runs after ``make setup``).
 
     .venv/bin/python tools/test_lanes.py
 
-Run as one, the suite waits much of its time on brokers, JVM starts and Airflow's scheduler
-(about 0.6 of a CPU on average); two lanes keep both cores of the 2-core CI machine busy.
-Three lanes took the same 48.1 minutes on a clean clone as two, each job slower, the machine
-95% busy (91 CPU minutes): less CPU is what shortens it, not more lanes. The suite is cut into
-:data:`JOBS`, each one pytest run (its own session: broker, Spark session, temporary folders)
-or a few steps in a row; the lanes take them from one queue, the longest first, so they end
-close together whatever each job's length turns out to be on the day (two fixed lanes ended
-5-10 minutes apart, the deployed Airflow and then the tables tier on one of them). Every
-job's output goes to ``.cache/test-lanes/<job>.log``, printed here when the job ends; a line
-says when each job starts and how it ended.
+Run as one, the suite waits much of its time on brokers, JVM starts, Airflow's scheduler and
+the timeouts its failure tests wait out. The suite is cut into :data:`JOBS`, each one pytest
+run (its own session: broker, Spark session, temporary folders) or a few steps in a row; the
+lanes take them from one queue, the longest first, so they end close together whatever each
+job's length turns out to be on the day. Every job's output goes to
+``.cache/test-lanes/<job>.log``, printed here when the job ends; a line says when each job
+starts and how it ended.
+
+Why three lanes on the 2-core CI machine: measured per job (each in a cgroup of its own,
+2026-11-29), the jobs keep 0.6-1.1 of a core busy each (``main`` 0.57: it waits out timeouts
+and kills), and two lanes left the machine about 30% idle while they ran: 66 CPU minutes of
+jobs took 44 minutes of two lanes. (Before the Spark drivers mapped class-data archives, three
+lanes took as long as two: the machine was 95% busy either way.)
 
 Every job runs even when an earlier one failed; the exit code is 0 only when all passed. The
 jars more than one job needs are fetched once before the lanes start (no two Maven runs into
@@ -40,7 +43,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 TABLES_BIN = ROOT / ".venv-tables" / "bin"
 LOGS = ROOT / ".cache" / "test-lanes"
 STOP_GRACE_S = 120.0
-LANES = 2
+LANES = 3
 TAIL_LINES = 150
 
 
@@ -50,9 +53,8 @@ class Job:
 
     :param name: names its log, ``.cache/test-lanes/<name>.log``.
     :param steps: the commands; each runs whatever the ones before did.
-    :param minutes: about how long it takes on the quiet 2-core CI machine beside another job
-        (it only orders the queue: the longest first); measured in a clean-clone run
-        (2026-11-28: the lanes 34.4 and 33.6 min, 44.6 min with the set-up).
+    :param minutes: about how long it takes on the quiet 2-core CI machine beside other jobs
+        (it only orders the queue: the longest first); measured in two lanes (2026-11-29).
     """
 
     name: str
@@ -68,25 +70,33 @@ TABLES_SETUP = (os.environ.get("MAKE", "make"), "--no-print-directory", "tables-
 # The tables tier's tests that run its own Airflow (scheduler, backfills): a job of their own.
 TABLES_AIRFLOW = ("tests/tables/test_backfill_into_tables.py", "tests/tables/test_iceberg_dag.py")
 # The tables tier's kill points (child drivers SIGKILLed at the table commit): a job of their
-# own, so that the two lanes end close together.
+# own, so that the lanes end close together.
 TABLES_KILL = ("tests/tables/test_table_killpoints.py",)
 # Tiers of .venv's suite that start clusters of their own (a standalone Spark and Connect, a
 # 3-broker cluster, secured brokers) or clean venvs (the wheel): a job beside the rest.
 CLUSTERS = ("tests/cluster", "tests/faults", "tests/secured", "tests/wheel")
+# .venv's tests that kill drivers, tasks and servers or wait out timeouts (about half of the
+# rest's time, a third of its CPU): a job of their own, beside the rest.
+KILLS_AND_TIMEOUTS = ("tests/integration/test_s3_faults.py",
+                      "tests/integration/test_write_kafka_killpoints.py",
+                      "tests/integration/test_unreachable_cluster.py",
+                      "tests/integration/test_write_kafka_inputs.py",
+                      "tests/integration/test_write_kafka_pool.py",
+                      "tests/integration/test_model_exactness.py")
 
 JOBS: tuple[Job, ...] = (
-    # Everything of .venv but the deployed Airflow and the cluster tiers: new test folders
-    # land here by themselves.
+    # Everything of .venv but the deployed Airflow, the cluster tiers, the kills and timeouts:
+    # new test folders land here by themselves.
     Job("main", (_pytest(VENV_BIN, "--ignore=tests/deployed",
-                         *(f"--ignore={d}" for d in CLUSTERS)),), 24.5),
-    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 14.4),
-    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 15.4),
+                         *(f"--ignore={d}" for d in (*CLUSTERS, *KILLS_AND_TIMEOUTS))),), 12.8),
+    Job("kills", (_pytest(VENV_BIN, *KILLS_AND_TIMEOUTS),), 11.8),
+    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 14.6),
+    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 15.3),
     Job("tables", (TABLES_SETUP, _pytest(TABLES_BIN, "tests/tables", *(
         f"--ignore={f}" for f in (*TABLES_AIRFLOW, *TABLES_KILL)))), 11.2),
-    Job("tables-kill", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_KILL)), 8.4),
-    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 6.6),
+    Job("tables-kill", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_KILL)), 7.0),
+    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 8.8),
 )
-
 
 def _q(args: Sequence[str]) -> str:
     return shlex.join(str(a) for a in args)
