@@ -101,7 +101,7 @@ $(VERSITYGW_STAMP): tools/s3_server.py
 
 # The set-up at once (the wheel's Rust build is CPU, the rest mostly downloads): .venv's
 # dependencies, the wheel (then its native module into the source tree), .venv-tables, the
-# browser, the S3 server and the JVM archives. Then the suite in three lanes at once
+# browser, the S3 server and the JVM archives. Then the suite in two lanes at once
 # (tools/test_lanes.py): its jobs (.venv's pytest of the deployed Airflow, of the cluster
 # tiers and the wheel, of the kill and timeout tests, of the rest;
 # .venv-tables' pytest of tests/tables, its Airflow part apart) from one queue, the longest

@@ -1,4 +1,4 @@
-"""The whole test suite in three lanes at once (what ``make test`` runs after ``make setup``).
+"""The whole test suite in two lanes at once (what ``make test`` runs after ``make setup``).
 
     .venv/bin/python tools/test_lanes.py
 
@@ -10,10 +10,11 @@ job's length turns out to be on the day. Every job's output goes to
 ``.cache/test-lanes/<job>.log``, printed here when the job ends; a line says when each job
 starts and how it ended.
 
-Why three lanes on the 2-core CI machine: measured per job (each in a cgroup of its own,
-2026-11-29), the jobs keep 0.6-1.1 of a core busy each (``main`` 0.57: it waits out timeouts
-and kills), and two lanes left the machine 14% idle: 71 CPU minutes in 41.7 minutes. (Before the Spark drivers mapped class-data archives, three
-lanes took as long as two: the machine was 95% busy either way.)
+Why two lanes on the 2-core CI machine (measured with each job in a cgroup of its own,
+2026-11-29): the jobs keep 0.6-1.1 of a core busy each (``main`` and ``kills`` less: they
+wait out timeouts and kills), and two lanes kept the machine 86% busy (71 CPU minutes in 41.7
+minutes). Three lanes kept it 97% busy and took longer: each job needed 20-40% more CPU
+for the same tests (load 9-12 on 2 cores), and the jobs ran 1.5-1.6 times as long.
 
 Every job runs even when an earlier one failed; the exit code is 0 only when all passed. The
 jars more than one job needs are fetched once before the lanes start (no two Maven runs into
@@ -42,7 +43,7 @@ VENV_BIN = ROOT / ".venv" / "bin"
 TABLES_BIN = ROOT / ".venv-tables" / "bin"
 LOGS = ROOT / ".cache" / "test-lanes"
 STOP_GRACE_S = 120.0
-LANES = 3
+LANES = 2
 TAIL_LINES = 150
 
 
