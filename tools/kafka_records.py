@@ -37,8 +37,18 @@ def produce(config: dict[str, Any], topic: str, records: Iterable[Record],
     assert not failures, failures
 
 
-def transactional_producer(config: dict[str, Any]) -> Producer:
-    producer = Producer({**config, "transactional.id": f"test-{uuid.uuid4().hex[:8]}"})
+OPEN_FOR_LONG_MS = 900_000
+"""``transaction.timeout.ms`` for a transaction a fixture keeps open while its tests run: the
+broker's maximum (``transaction.max.timeout.ms``, 15 min). With librdkafka's default (60 s)
+the coordinator aborted a module's open transaction when the module took longer on a loaded
+machine; the tests after that saw no open transaction, and the fixture's abort was fenced."""
+
+
+def transactional_producer(config: dict[str, Any], timeout_ms: int = 60_000) -> Producer:
+    """A producer with a new ``transactional.id``, its transactions aborted by the broker
+    ``timeout_ms`` after they began unless they ended before."""
+    producer = Producer({**config, "transactional.id": f"test-{uuid.uuid4().hex[:8]}",
+                         "transaction.timeout.ms": timeout_ms})
     producer.init_transactions(30)
     return producer
 

@@ -22,7 +22,7 @@ from airflow_provider_kafka_spark.offsets import (
     PartitionRange,
     commit_offsets,
 )
-from tools.kafka_records import produce, transactional_producer
+from tools.kafka_records import OPEN_FOR_LONG_MS, produce, transactional_producer
 
 pytestmark = pytest.mark.integration
 
@@ -125,7 +125,7 @@ def open_transaction(kafka_config: dict[str, Any], new_topic: Any) -> Iterator[s
     """One partition: 3 plain records, then 2 of a transaction left open (LSO 3, HW 5)."""
     name = new_topic(partitions=1)
     produce(kafka_config, name, [(0, None, b"v", NOW)] * 3)
-    hanging = transactional_producer(kafka_config)
+    hanging = transactional_producer(kafka_config, OPEN_FOR_LONG_MS)
     hanging.begin_transaction()
     produce(kafka_config, name, [(0, None, b"open", NOW)] * 2, hanging)
     assert hanging.flush(30) == 0

@@ -48,6 +48,7 @@ from airflow_provider_kafka_spark.offsets.resolve import OffsetRequest, resolve_
 from tests.support.topics import create_topic
 from tools.kafka_records import (
     MINUTE_MS,
+    OPEN_FOR_LONG_MS,
     consume_all,
     high_watermarks,
     produce,
@@ -83,7 +84,7 @@ def topic(kafka_config: dict[str, Any], kafka_admin: AdminClient):
     produce(kafka_config, name, [(1, f"p1-{i}".encode(), b"v", at(7 + i)) for i in range(3)])
 
     produce(kafka_config, name, [(2, f"p2-{i}".encode(), b"v", at(i)) for i in range(5)])
-    hanging = transactional_producer(kafka_config)
+    hanging = transactional_producer(kafka_config, OPEN_FOR_LONG_MS)
     hanging.begin_transaction()
     produce(kafka_config, name, [(2, f"open-{i}".encode(), b"v", at(5 + i)) for i in range(2)],
             hanging)
