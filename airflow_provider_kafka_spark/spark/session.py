@@ -44,14 +44,19 @@ SPARK_KAFKA_ARTIFACT = f"spark-sql-kafka-0-10_{SCALA_BINARY_VERSION}"
 # PySpark's own release is not on the Maven repository yet (mirrors lag new releases).
 # 4.2.0 + 4.1.0-preview1 is verified to read correctly on Spark 4.3.0 (the parity tests).
 _FALLBACK_VERSIONS: tuple[tuple[str, str], ...] = (("4.2.0", "4.2.0"), ("4.2.0", "4.1.0-preview1"))
-_DEFAULT_CONF: dict[str, str] = {
+_SESSION_CONF: dict[str, str] = {
     # Kafka timestamps are UTC epoch milliseconds; show them as such.
     "spark.sql.session.timeZone": "UTC",
+}
+"""The defaults of every session, a Spark Connect one too."""
+_DRIVER_CONF: dict[str, str] = {
     # No "[Stage 0:>  (0 + 1) / 1]" bars in task logs (ingest logs its own progress lines).
     "spark.ui.showConsoleProgress": "false",
     # A free port, not 4040 then 4041...: tasks side by side do not warn about taken ports.
     "spark.ui.port": "0",
 }
+"""The defaults of a driver JVM this process starts (a Spark Connect server has its own: set
+from a client, each would only log Spark's ``CANNOT_MODIFY_CONFIG`` warning)."""
 
 JVM_LOGGER = "airflow_provider_kafka_spark.spark.jvm"
 
@@ -103,11 +108,12 @@ def spark_session(
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    settings = dict(_DEFAULT_CONF)
+    settings = dict(_SESSION_CONF)
     builder = SparkSession.builder.appName(app_name)
     if remote:
         builder = builder.remote(remote)
     else:
+        settings.update(_DRIVER_CONF)
         if master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder = builder.master(master)

@@ -14,6 +14,7 @@ import json
 import os
 import time
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,6 +96,23 @@ def mixed_topic(new_topic: Any, kafka_config: dict[str, Any], kafka_admin: Any
     wait_for_markers(kafka_admin, topic, 3)
     ranges = resolve_offsets(kafka_config, Subscription.topics(topic), "earliest", "latest")
     return topic, visible, ranges
+
+
+def test_a_connect_session_is_made_without_settings_the_server_refuses(
+        spark_cluster: Cluster) -> None:
+    # The driver's UI and console settings belong to the server's JVM: a client that sets them
+    # gets Spark's CANNOT_MODIFY_CONFIG warning for each, in every task log of a Connect user.
+    from airflow_provider_kafka_spark.spark import spark_session
+
+    with restored_env(*CONNECT_MODE_ENV), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        session = spark_session(remote=spark_cluster.connect_url)
+        try:
+            assert session.conf.get("spark.sql.session.timeZone") == "UTC"
+        finally:
+            session.stop()
+    refused = [str(w.message) for w in caught if "CANNOT_MODIFY_CONFIG" in str(w.message)]
+    assert refused == []
 
 
 @pytest.mark.parametrize("engine", ["python", "spark-kafka"])
