@@ -68,7 +68,6 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-
 @dataclass(frozen=True)
 class Cluster:
     """A running local cluster. ``master_url`` for ``--master``/``SparkSession.builder.master``,
