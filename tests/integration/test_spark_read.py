@@ -23,6 +23,7 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.spark import (
     DecodeError,
+    KafkaBoundedDataSource,
     KafkaReadError,
     PartitionSummary,
     SparkKafkaSourceMissingError,
@@ -137,6 +138,30 @@ def test_reads_in_one_session_register_the_source_once(
     replaced = [r.getMessage() for r in caplog.records
                 if "replaced a previously registered data source" in r.getMessage()]
     assert replaced == []
+
+
+def test_the_kafka_bounded_format_reads_what_read_kafka_reads(
+        spark: Any, kafka_config: dict[str, Any], new_topic: Any) -> None:
+    """read_kafka plans its splits itself and reads them in mapInArrow tasks (no Python data
+    source: Spark plans one in Python processes of its own); the data source stays for
+    ``spark.read.format("kafka_bounded")`` and reads the same records, split for split."""
+    topic = new_topic(partitions=2)
+    stored = produce(kafka_config, topic, [(i % 2, f"k{i}".encode(), f"v{i}".encode())
+                                           for i in range(40)])
+    ranges = OffsetRanges(tuple(PartitionRange(topic, p, 2, 17) for p in range(2)))
+    planned = read_kafka(spark, ranges, kafka_config, max_records_per_split=4)
+
+    spark.dataSource.register(KafkaBoundedDataSource)
+    direct = (spark.read.format("kafka_bounded")
+              .options(ranges=ranges.to_json(), maxRecordsPerSplit="4",
+                       **{f"kafka.{k}": str(v) for k, v in kafka_config.items()})
+              .load())
+
+    expected = [r for r in stored if 2 <= r[2] < 17]
+    assert rows(planned) == expected and rows(direct) == expected
+    assert planned.schema == direct.schema == kafka_schema(include_headers=True)
+    # One Spark partition per split of at most 4 offsets: 4 per Kafka partition.
+    assert planned.rdd.getNumPartitions() == direct.rdd.getNumPartitions() == 8
 
 
 def test_headers_timestamp_type_and_no_headers(spark: Any, kafka_config: dict[str, Any],

@@ -1,6 +1,8 @@
-"""The ``kafka_bounded`` PySpark Python Data Source: reads exact offset ranges as Arrow batches.
+"""The ``kafka_bounded`` reader: reads exact offset ranges as Arrow batches, in the tasks of
+:func:`bounded_frame` (what ``read_kafka`` runs) or as the PySpark Python Data Source
+:class:`KafkaBoundedDataSource` (``spark.read.format("kafka_bounded")``, once registered).
 
-Driver side, :class:`KafkaBoundedDataSource` turns the ``ranges`` option into splits
+Driver side, :class:`KafkaBoundedReader` turns the ``ranges`` option into splits
 (:func:`~airflow_provider_kafka_spark.spark.read.splits.plan_splits`). Executor side,
 :func:`read_split` reads one split with the native reader (librdkafka, ``assign()``-ed at the
 split's start, never ``subscribe()``) and yields ``pyarrow.RecordBatch`` es in the schema of
@@ -255,6 +257,53 @@ class KafkaSplit(InputPartition):
         self.index = index
 
 
+def read_schema(options: Mapping[str, str]) -> StructType:
+    """The schema of a read with ``options``: the records' (with the end column of
+    ``splitEnds``), or the landing's reports (``landFolder``)."""
+    if LAND_FOLDER_OPTION in options:
+        return REPORT_SCHEMA
+    schema = kafka_schema(_bool_option(options, "includeHeaders", True))
+    if _bool_option(options, SPLIT_ENDS_OPTION, False):
+        schema = StructType([*schema.fields, SPLIT_END_FIELD])
+    return schema
+
+
+def bounded_frame(spark: Any, options: Mapping[str, str], *,
+                  lost_offsets: Accumulator[Any] | None = None,
+                  summaries: Accumulator[Any] | None = None) -> Any:
+    """The DataFrame of format ``kafka_bounded``'s read with ``options``, planned here and read
+    by one ``mapInArrow`` task per split (the same :class:`KafkaBoundedReader`): what
+    ``read_kafka`` runs, on a classic or a Spark Connect session. The accumulators are the
+    driver's own objects (the options' ids are for a data source, planned elsewhere).
+
+    Not through the data source itself: Spark plans a Python data source in Python processes
+    of its own (one looks up the installed sources, one creates the source, one plans each
+    read), each starting its interpreter and importing PySpark from Spark's ``pyspark.zip``,
+    which Python compiles anew each time; measured, about 6 CPU seconds for a new driver's
+    first read, 2 for each read after.
+    """
+    schema = read_schema(options)
+    reader = KafkaBoundedReader(options, schema, lost_offsets=lost_offsets,
+                                summaries=summaries)
+    splits = reader.partitions()
+    tasks = spark.range(0, len(splits), 1, max(len(splits), 1))
+    return tasks.mapInArrow(_SplitTasks(reader, splits), schema)
+
+
+class _SplitTasks:
+    """The ``mapInArrow`` function of :func:`bounded_frame`: each input row is the index of a
+    split, read by the reader."""
+
+    def __init__(self, reader: KafkaBoundedReader, splits: list[InputPartition]) -> None:
+        self.reader = reader
+        self.splits = splits
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                yield from self.reader.read(self.splits[index])
+
+
 class KafkaBoundedDataSource(DataSource):
     """``spark.read.format("kafka_bounded")``: a bounded read of exact offset ranges."""
 
@@ -263,12 +312,7 @@ class KafkaBoundedDataSource(DataSource):
         return FORMAT_NAME
 
     def schema(self) -> StructType:
-        if LAND_FOLDER_OPTION in self.options:
-            return REPORT_SCHEMA
-        schema = kafka_schema(_bool_option(self.options, "includeHeaders", True))
-        if _bool_option(self.options, SPLIT_ENDS_OPTION, False):
-            schema = StructType([*schema.fields, SPLIT_END_FIELD])
-        return schema
+        return read_schema(self.options)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return KafkaBoundedReader(self.options, schema)
@@ -277,7 +321,9 @@ class KafkaBoundedDataSource(DataSource):
 class KafkaBoundedReader(DataSourceReader):
     """Plans splits on the driver; reads each one on an executor with :func:`read_split`."""
 
-    def __init__(self, options: Mapping[str, str], schema: StructType) -> None:
+    def __init__(self, options: Mapping[str, str], schema: StructType, *,
+                 lost_offsets: Accumulator[Any] | None = None,
+                 summaries: Accumulator[Any] | None = None) -> None:
         checked = read_options(options)
         self.ranges = checked.ranges
         self.kafka_config = checked.kafka_config
@@ -291,13 +337,13 @@ class KafkaBoundedReader(DataSourceReader):
         self.schema = kafka_schema(self.include_headers) if self.landing else schema
         self.split_ends = checked.split_ends
         self.progress_to = checked.progress_to
-        accumulator_id = checked.lost_offsets_accumulator
         # Pickled with the reader: each task registers it and Spark sends its adds back.
+        accumulator_id = checked.lost_offsets_accumulator
         self.lost_offsets = (Accumulator(accumulator_id, {}, SplitLosses())
-                             if accumulator_id is not None else None)
+                             if accumulator_id is not None else lost_offsets)
         summary_id = checked.summary_accumulator
         self.summaries = (Accumulator(summary_id, {}, SplitSummaries())
-                          if summary_id is not None else None)
+                          if summary_id is not None else summaries)
 
     def partitions(self) -> list[InputPartition]:
         return [KafkaSplit(s, i) for i, s in
