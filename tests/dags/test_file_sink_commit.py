@@ -42,7 +42,7 @@ def exploding_on_v7(df: Any) -> Any:
     """Raises inside a Python UDF, on one record only, while Spark writes."""
     from pyspark.sql import functions as F
 
-    @F.udf("string")
+    @F.udf("string", useArrow=False)  # says which UDF: no guess from the hints
     def check(value: bytes) -> str:
         if bytes(value) == b"v7":
             raise RuntimeError("the transform exploded on v7")
