@@ -23,7 +23,6 @@ from airflow_provider_kafka_spark.offsets import (
 )
 from airflow_provider_kafka_spark.spark import (
     DecodeError,
-    KafkaBoundedDataSource,
     KafkaReadError,
     PartitionSummary,
     SparkKafkaSourceMissingError,
@@ -36,8 +35,10 @@ from airflow_provider_kafka_spark.spark import (
     summarize,
 )
 from airflow_provider_kafka_spark.spark.read import sources as sources_module
+from airflow_provider_kafka_spark.spark.read.splits import plan_splits
 from airflow_provider_kafka_spark.spark.read.summary import LostOffsets, ReadSummary
 from airflow_provider_kafka_spark.spark.session import JVM_LOGGER
+from airflow_provider_kafka_spark.spark.split_ends import SPLIT_END_COLUMN
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -140,28 +141,41 @@ def test_reads_in_one_session_register_the_source_once(
     assert replaced == []
 
 
-def test_the_kafka_bounded_format_reads_what_read_kafka_reads(
+def test_the_planned_read_and_the_data_source_read_the_same_splits(
         spark: Any, kafka_config: dict[str, Any], new_topic: Any) -> None:
-    """read_kafka plans its splits itself and reads them in mapInArrow tasks (no Python data
-    source: Spark plans one in Python processes of its own); the data source stays for
-    ``spark.read.format("kafka_bounded")`` and reads the same records, split for split."""
+    """A read only the package consumes (split ends for write_kafka; landing) is planned as one
+    mapInArrow task per split, without the data source's Python processes: the same records
+    and Spark partitions as the data source's read. The end rows mark each split."""
     topic = new_topic(partitions=2)
     stored = produce(kafka_config, topic, [(i % 2, f"k{i}".encode(), f"v{i}".encode())
                                            for i in range(40)])
     ranges = OffsetRanges(tuple(PartitionRange(topic, p, 2, 17) for p in range(2)))
-    planned = read_kafka(spark, ranges, kafka_config, max_records_per_split=4)
-
-    spark.dataSource.register(KafkaBoundedDataSource)
-    direct = (spark.read.format("kafka_bounded")
-              .options(ranges=ranges.to_json(), maxRecordsPerSplit="4",
-                       **{f"kafka.{k}": str(v) for k, v in kafka_config.items()})
-              .load())
+    source = read_kafka(spark, ranges, kafka_config, max_records_per_split=4)
+    planned = read_kafka(spark, ranges, kafka_config, max_records_per_split=4, split_ends=True)
 
     expected = [r for r in stored if 2 <= r[2] < 17]
-    assert rows(planned) == expected and rows(direct) == expected
-    assert planned.schema == direct.schema == kafka_schema(include_headers=True)
+    assert rows(source) == expected
+    assert rows(planned.where(f"{SPLIT_END_COLUMN} IS NULL")) == expected
+    ends = sorted(tuple(r[SPLIT_END_COLUMN]) for r in
+                  planned.where(f"{SPLIT_END_COLUMN} IS NOT NULL").collect())
+    assert ends == sorted((s.topic, s.partition, s.start, s.stop, s.stop - s.start)
+                          for s in plan_splits(ranges, 4))
     # One Spark partition per split of at most 4 offsets: 4 per Kafka partition.
-    assert planned.rdd.getNumPartitions() == direct.rdd.getNumPartitions() == 8
+    assert source.rdd.getNumPartitions() == planned.rdd.getNumPartitions() == 8
+
+
+def test_a_join_never_broadcasts_the_read(spark: Any, kafka_config: dict[str, Any],
+                                          new_topic: Any) -> None:
+    """Spark does not know the size of read_kafka's DataFrame (a Python data source, like its
+    own Kafka source), so a join with a small table broadcasts the table, never the read: a
+    plan of one row per split would look small enough to collect to the driver."""
+    topic = new_topic(partitions=1)
+    produce(kafka_config, topic, [(0, None, b"v")])
+    read = read_kafka(spark, OffsetRanges((PartitionRange(topic, 0, 0, 1),)), kafka_config)
+    small = spark.range(3).selectExpr("CAST(id AS INT) AS partition", "'p' || id AS name")
+    plan = read.join(small, "partition")._jdf.queryExecution().executedPlan().toString()
+    assert "BroadcastHashJoin" in plan and "BuildRight" in plan, plan  # the right: small
+    assert read.join(small, "partition").count() == 1
 
 
 def test_headers_timestamp_type_and_no_headers(spark: Any, kafka_config: dict[str, Any],

@@ -107,7 +107,10 @@ def read_kafka(
             every record, and after each split's last record one end row whose other columns
             are null (:mod:`~airflow_provider_kafka_spark.spark.split_ends`). ``write_kafka``
             strips the end rows; anything else would see them as records. ``engine="python"``,
-            not with ``landing``.
+            not with ``landing``. With ``landing`` or ``split_ends`` the read is one
+            ``mapInArrow`` task per split rather than the ``kafka_bounded`` data source (no
+            Python processes to plan it): Spark takes such a plan for a small one, so do not
+            join it.
         progress_to: ``host:port`` where each reader reports its records read while its task
             runs (``ingest``'s progress lines give it: a ``SplitReports`` of
             :mod:`~airflow_provider_kafka_spark.spark.progress`); ``engine="python"``.

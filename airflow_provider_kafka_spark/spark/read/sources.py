@@ -1,7 +1,6 @@
 """The Spark read of checked offset ranges, by the engine's source: the package's
-``kafka_bounded`` reader (``engine="python"``, one ``mapInArrow`` task per split,
-:func:`~airflow_provider_kafka_spark.spark.read.datasource.bounded_frame`) or Spark's own
-``kafka`` source
+``kafka_bounded`` data source (``engine="python"``,
+:mod:`~airflow_provider_kafka_spark.spark.read.datasource`) or Spark's own ``kafka`` source
 (``engine="spark-kafka"``, numeric ``startingOffsets``/``endingOffsets``). This module gives
 each source its options: the offsets, how many of them one Spark task reads, the accumulators
 of the counts, and the client's settings, as ``kafka.<key>`` options for both.
@@ -40,6 +39,8 @@ default ``engine="python"``, which passes the connection to librdkafka unchanged
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -51,13 +52,17 @@ from airflow_provider_kafka_spark.errors import ConfigurationError, SparkKafkaSo
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import Engine
 from airflow_provider_kafka_spark.spark.read.datasource import (
+    FORMAT_NAME,
     KAFKA_OPTION_PREFIX,
     LAND_COMPRESSION_OPTION,
     LAND_CONSTANTS_OPTION,
     LAND_FOLDER_OPTION,
     LAND_S3_OPTION,
+    LOST_OFFSETS_OPTION,
     PROGRESS_OPTION,
     SPLIT_ENDS_OPTION,
+    SUMMARY_OPTION,
+    KafkaBoundedDataSource,
     bounded_frame,
 )
 from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
@@ -128,7 +133,19 @@ def spark_read(
             options[LAND_CONSTANTS_OPTION] = json.dumps(landing.constants)
         if landing.s3 is not None:
             options[LAND_S3_OPTION] = landing.s3.to_json()
-    return bounded_frame(spark, options, lost_offsets=lost_offsets, summaries=summaries)
+    if landing is not None or split_ends:
+        # Rows only this package reads (the landing's reports; write_kafka's input, whose end
+        # rows it strips), never joined: planned here, without the Python data source's own
+        # Python processes. A DataFrame a caller may join stays the data source's, whose size
+        # Spark does not know (a plan of one row per split would look small enough to
+        # broadcast).
+        return bounded_frame(spark, options, lost_offsets=lost_offsets, summaries=summaries)
+    if lost_offsets is not None:
+        options[LOST_OFFSETS_OPTION] = str(lost_offsets.aid)
+    if summaries is not None:
+        options[SUMMARY_OPTION] = str(summaries.aid)
+    _register(spark)
+    return spark.read.format(FORMAT_NAME).options(**options).load()
 
 
 def kafka_options(settings: Mapping[str, str]) -> dict[str, str]:
@@ -136,6 +153,25 @@ def kafka_options(settings: Mapping[str, str]) -> dict[str, str]:
     <airflow_provider_kafka_spark.offsets.config.KafkaConfig.native>` gives them) as a
     source's ``kafka.``-prefixed options."""
     return {KAFKA_OPTION_PREFIX + key: value for key, value in settings.items()}
+
+
+_REGISTERING = threading.Lock()
+_REGISTERED: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def _register(spark: Any) -> None:
+    """Register the data source with the session once: reads started at once from several
+    threads of one session (concurrent ingests) do not race each other, and a later read does
+    not register it again (Spark would log a warning that it replaced the source)."""
+    with _REGISTERING:
+        if spark in _REGISTERED:
+            return
+        try:
+            spark.dataSource.register(KafkaBoundedDataSource)
+        except Exception as exc:
+            if "DATA_SOURCE_ALREADY_EXISTS" not in str(exc):
+                raise
+        _REGISTERED.add(spark)
 
 
 def _spark_kafka(spark: SparkSession, ranges: OffsetRanges, settings: Mapping[str, str],
