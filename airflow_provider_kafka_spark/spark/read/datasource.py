@@ -1,6 +1,7 @@
-"""The ``kafka_bounded`` reader: reads exact offset ranges as Arrow batches, in the tasks of
-:func:`bounded_frame` (what ``read_kafka`` runs) or as the PySpark Python Data Source
-:class:`KafkaBoundedDataSource` (``spark.read.format("kafka_bounded")``, once registered).
+"""The ``kafka_bounded`` reader: reads exact offset ranges as Arrow batches, as the PySpark
+Python Data Source :class:`KafkaBoundedDataSource` (``spark.read.format("kafka_bounded")``,
+what ``read_kafka`` returns) or, for the reads whose rows only this package consumes (landing,
+split ends), in the tasks of :func:`bounded_frame`.
 
 Driver side, :class:`KafkaBoundedReader` turns the ``ranges`` option into splits
 (:func:`~airflow_provider_kafka_spark.spark.read.splits.plan_splits`). Executor side,
@@ -272,15 +273,18 @@ def bounded_frame(spark: Any, options: Mapping[str, str], *,
                   lost_offsets: Accumulator[Any] | None = None,
                   summaries: Accumulator[Any] | None = None) -> Any:
     """The DataFrame of format ``kafka_bounded``'s read with ``options``, planned here and read
-    by one ``mapInArrow`` task per split (the same :class:`KafkaBoundedReader`): what
-    ``read_kafka`` runs, on a classic or a Spark Connect session. The accumulators are the
-    driver's own objects (the options' ids are for a data source, planned elsewhere).
+    by one ``mapInArrow`` task per split (the same :class:`KafkaBoundedReader`), on a classic
+    or a Spark Connect session: what ``read_kafka`` runs for the reads whose rows only this
+    package consumes (landing reports, ``write_kafka``'s input with split ends). The
+    accumulators are the driver's own objects (the options' ids are for a data source, planned
+    elsewhere).
 
-    Not through the data source itself: Spark plans a Python data source in Python processes
-    of its own (one looks up the installed sources, one creates the source, one plans each
-    read), each starting its interpreter and importing PySpark from Spark's ``pyspark.zip``,
-    which Python compiles anew each time; measured, about 6 CPU seconds for a new driver's
-    first read, 2 for each read after.
+    Not through the data source: Spark plans a Python data source in daemons of its own (one
+    looks up the installed sources, one creates the source, one plans each read), each starting
+    an interpreter that imports PySpark from Spark's ``pyspark.zip``, which Python compiles anew
+    each time (measured on PySpark 4.3: a new driver's Python processes for one read, 13-15 ->
+    8 CPU seconds). But Spark sizes this plan by its input, one row per split, small enough to
+    broadcast in a join: never hand it to code that may join it.
     """
     schema = read_schema(options)
     reader = KafkaBoundedReader(options, schema, lost_offsets=lost_offsets,
