@@ -165,7 +165,8 @@ def test_the_planned_read_and_the_data_source_read_the_same_splits(
 
 
 def test_a_join_never_broadcasts_the_read(spark: Any, kafka_config: dict[str, Any],
-                                          new_topic: Any) -> None:
+                                          new_topic: Any,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
     """Spark does not know the size of read_kafka's DataFrame (a Python data source, like its
     own Kafka source), so a join with a small table broadcasts the table, never the read: a
     plan of one row per split would look small enough to collect to the driver."""
@@ -173,7 +174,9 @@ def test_a_join_never_broadcasts_the_read(spark: Any, kafka_config: dict[str, An
     produce(kafka_config, topic, [(0, None, b"v")])
     read = read_kafka(spark, OffsetRanges((PartitionRange(topic, 0, 0, 1),)), kafka_config)
     small = spark.range(3).selectExpr("CAST(id AS INT) AS partition", "'p' || id AS name")
-    plan = read.join(small, "partition")._jdf.queryExecution().executedPlan().toString()
+    capsys.readouterr()
+    read.join(small, "partition").explain()
+    plan = capsys.readouterr().out
     assert "BroadcastHashJoin" in plan and "BuildRight" in plan, plan  # the right: small
     assert read.join(small, "partition").count() == 1
 
