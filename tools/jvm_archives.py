@@ -21,8 +21,10 @@ library only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -81,11 +83,18 @@ def spark_archive_options() -> str:
     return f" -XX:SharedArchiveFile={archive} {QUIET}" if archive.is_file() else ""
 
 
-def make_archive(python: Path, jvm_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
-                 ) -> Path | None:
+ARCHIVE_TIMEOUT_S = 1200.0
+"""How long one archive's job may take. ``make test`` runs it at the lowest CPU priority beside
+the wheel's build, which keeps both cores busy for about 8 minutes; the job needs about 30 CPU
+seconds, mostly after the build (measured: a 300 s limit was reached once, with the S3
+server's build at the same priority)."""
+
+
+def make_archive(python: Path, jvm_options: str = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+                 timeout_s: float = ARCHIVE_TIMEOUT_S) -> Path | None:
     """The archive of ``python``'s PySpark, made by one small Spark job under ``python``
-    unless it is there; None when that PySpark has no jars or the job failed (the suite then
-    runs without it)."""
+    unless it is there; None when that PySpark has no jars, or the job failed or took longer
+    than ``timeout_s`` (it is stopped with its JVM, and the suite runs without the archive)."""
     jars = _jars(python)
     if jars is None or not jars.is_dir():
         return None
@@ -97,12 +106,22 @@ def make_archive(python: Path, jvm_options: str = "-XX:TieredStopAtLevel=1 -XX:+
     with tempfile.TemporaryDirectory(prefix="jvm-archive-") as scratch:
         env = {**os.environ, "PYSPARK_PYTHON": str(python), "SPARK_LOCAL_IP": "127.0.0.1",
                "SPARK_SUBMIT_OPTS": f"{jvm_options} -XX:ArchiveClassesAtExit={partial} {QUIET}"}
-        job = subprocess.run([str(python), "-c", _PROBE, str(Path(scratch) / "out")], env=env,
-                             capture_output=True, text=True, check=False, timeout=300)
+        # A session of its own: past the time, its process group (PySpark and the JVM) stops.
+        job = subprocess.Popen([str(python), "-c", _PROBE, str(Path(scratch) / "out")],
+                               env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            _, stderr = job.communicate(timeout=timeout_s)
+            ended = f"exit {job.returncode}"
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(job.pid, signal.SIGKILL)
+            _, stderr = job.communicate()
+            ended = f"stopped after {timeout_s:.0f} s"
         if job.returncode != 0 or not partial.is_file():
             partial.unlink(missing_ok=True)
-            print(f"jvm_archives: no archive for {python} (exit {job.returncode}):\n"
-                  f"{job.stderr[-2000:]}", file=sys.stderr)
+            print(f"jvm_archives: no archive for {python} ({ended}); the suite's Spark drivers "
+                  f"start without one:\n{stderr[-2000:]}", file=sys.stderr)
             return None
     os.replace(partial, archive)  # whole or not at all
     return archive
