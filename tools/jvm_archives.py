@@ -85,7 +85,7 @@ def spark_archive_options() -> str:
 
 ARCHIVE_TIMEOUT_S = 1200.0
 """How long one archive's job may take. ``make test`` runs it at the lowest CPU priority beside
-the wheel's build, which keeps both cores busy for about 8 minutes; the job needs about 30 CPU
+the wheel's build, which keeps both cores busy for 8-10 minutes; the job needs about 50 CPU
 seconds, mostly after the build (measured: a 300 s limit was reached once, with the S3
 server's build at the same priority)."""
 

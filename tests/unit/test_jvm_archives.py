@@ -19,9 +19,11 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie (exited, not yet reaped by its parent) has stopped too
-    with open(f"/proc/{pid}/stat") as status:
-        return status.read().rsplit(")", 1)[1].split()[0] != "Z"
+    try:  # a zombie (exited, not yet reaped by its parent) has stopped too
+        with open(f"/proc/{pid}/stat") as status:
+            return status.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:  # reaped in between
+        return False
 
 
 def test_an_archive_job_past_its_time_is_stopped_whole_and_gives_no_archive(
