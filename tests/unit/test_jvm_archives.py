@@ -3,7 +3,6 @@ started, and the suite goes on without the archive (the set-up does not fail for
 
 from __future__ import annotations
 
-import os
 import stat
 import sys
 import time
@@ -12,18 +11,7 @@ from pathlib import Path
 import pytest
 
 from tools import jvm_archives
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:  # a zombie (exited, not yet reaped by its parent) has stopped too
-        with open(f"/proc/{pid}/stat") as status:
-            return status.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:  # reaped in between
-        return False
+from tools.processes import alive
 
 
 def test_an_archive_job_past_its_time_is_stopped_whole_and_gives_no_archive(
@@ -42,5 +30,5 @@ def test_an_archive_job_past_its_time_is_stopped_whole_and_gives_no_archive(
     began = time.monotonic()
     assert jvm_archives.make_archive(python, timeout_s=2.0) is None
     assert time.monotonic() - began < 30
-    assert not _alive(int(child_pid.read_text()))
+    assert not alive(int(child_pid.read_text()))
     assert list((tmp_path / "archives").iterdir()) == []  # no partial archive left
