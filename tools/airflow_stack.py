@@ -5,13 +5,13 @@
 
 * a Kafka broker (``scripts/kafka-broker`` into ``DIR/kafka``) unless a bootstrap address is
   given (``KAFKA_BOOTSTRAP_SERVERS`` for the script);
-* the metadata DB, ``db``: ``"sqlite"`` (the default) is one file, ``DIR/home/airflow.db``,
-  for a first look (one writer at a time: backfills and parallel runs want PostgreSQL, and
-  the summary ``start`` prints says so);
-  ``"postgres"`` is a PostgreSQL server of its own in ``DIR/postgres`` (``tools/postgres_server``:
-  Debian's binaries, ``initdb`` the first time, loopback, by pid) with the database
-  ``airflow``, reached through psycopg2 (and asyncpg, which Airflow derives for its async
-  engine), as in production and in docker-compose.yml;
+* the metadata DB, ``db``: ``"postgres"`` is a PostgreSQL server of its own in
+  ``DIR/postgres`` (``tools/postgres_server``: Debian's binaries, ``initdb`` the first time,
+  loopback, by pid) with the database ``airflow``, reached through psycopg2 (and asyncpg,
+  which Airflow derives for its async engine), as in production and in docker-compose.yml;
+  ``"sqlite"`` is one file, ``DIR/home/airflow.db``, with one writer at a time: ``airflow
+  backfill create`` is refused on it and parallel runs can fail (the summary ``start`` prints
+  says so). Without ``db``: ``default_db()``, PostgreSQL wherever its server's binaries are;
 * ``airflow db migrate`` (``DIR/home`` is the ``AIRFLOW_HOME``), then ``airflow api-server``,
   ``scheduler``, ``dag-processor`` and ``triggerer`` as separate processes (LocalExecutor;
   Airflow 3 accepts SQLite with it, the same pairing ``airflow standalone`` uses), each in its
@@ -70,14 +70,18 @@ BROKER_SCRIPT = ROOT / "scripts" / "kafka-broker"
 DEFAULT_DIR = ROOT / ".cache" / "airflow-local"
 DEFAULT_PORT = 8080  # the API server (UI); the log servers take the next two ports
 HOST = "127.0.0.1"
-# The metadata DBs start() can set up; SQLite needs no server, so a first look starts fastest.
+# The metadata DBs start() can set up; without a choice, default_db(): PostgreSQL where its
+# binaries are, as production Airflow runs.
 DATABASES = ("sqlite", "postgres")
-DEFAULT_DB = "sqlite"
-# What start's summary says of a stack on SQLite: one writer at a time, so under load a write
-# that waited too long for the lock fails (a task that did its work marked failed, an `airflow
-# backfill create` refused).
-SQLITE_NOTE = ("SQLite is for a first look: backfills and parallel runs want --db postgres "
-               "(SQLite takes one writer at a time)")
+# What start's summary says of a stack on SQLite: one writer at a time, so a write that waits
+# too long for the lock fails (`airflow backfill create` refused with an SQLAlchemy error from
+# its INSERT INTO dag_run, seen on an idle machine; under load a task that did its work
+# marked failed).
+SQLITE_NOTE = ("SQLite takes one writer at a time: `airflow backfill create` fails on it and "
+               "parallel runs can fail; backfills want PostgreSQL (--db postgres)")
+# What start says when there is no choice but SQLite.
+NO_POSTGRES_NOTE = ("PostgreSQL's server binaries were not found (apt-get install postgresql, "
+                    "or set POSTGRES_BINDIR): the metadata DB is SQLite")
 POSTGRES_DIR = "postgres"  # DIR/postgres: the server's pid, log, data and connection.json
 POSTGRES_DATABASE = "airflow"
 
@@ -138,16 +142,19 @@ class Stack:
         """Where the example DAGs write by default (``KAFKA_SPARK_OUTPUT_ROOT``)."""
         return output_root(self.run_dir)
 
-    def cli(self, *args: str, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
+    def cli(self, *args: str, timeout: float | None = 300.0,
+            capture: bool = True) -> subprocess.CompletedProcess[str]:
         """``airflow <args>`` with the services' environment (same ``AIRFLOW_HOME``, metadata
-        DB and connections), e.g. ``stack.cli("backfill", "create", "--dag-id", ...)``.
-        Returns the finished process (output captured as text); does not check its exit code."""
+        DB and connections), e.g. ``stack.cli("backfill", "create", "--dag-id", ...)``;
+        ``scripts/airflow-local airflow <args>`` runs it with ``capture=False`` (the output goes
+        to this process's). Returns the finished process (with ``capture``, its output as
+        text); does not check its exit code."""
         port = urllib.parse.urlsplit(self.url).port
         assert port is not None, self.url
         return subprocess.run([str(airflow_bin()), *args],
                               env=service_env(self.run_dir, port, self.bootstrap, self.database),
-                              cwd=self.run_dir, capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL, check=False)
+                              cwd=self.run_dir, capture_output=capture, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL, check=False)
 
 
 def output_root(run_dir: Path) -> Path:
@@ -254,6 +261,18 @@ def service_env(run_dir: Path, port: int, bootstrap: str,
 def db_kind(database: str) -> str:
     """``"postgres"`` or ``"sqlite"``: the kind of DB a SQLAlchemy URL names."""
     return "postgres" if database.startswith("postgresql") else "sqlite"
+
+
+def default_db() -> str:
+    """The metadata DB ``start`` sets up when none is asked for: ``"postgres"`` where
+    PostgreSQL's server binaries are (``tools/postgres_server.bindir``: ``$POSTGRES_BINDIR``,
+    Debian's ``/usr/lib/postgresql/<version>/bin``, ``initdb`` on ``PATH``), else ``"sqlite"``
+    (``NO_POSTGRES_NOTE``)."""
+    try:
+        bins = postgres_server.bindir()
+    except postgres_server.PostgresError:
+        return "sqlite"
+    return "postgres" if (bins / "initdb").exists() and (bins / "postgres").exists() else "sqlite"
 
 
 def _start_db(run_dir: Path, db: str) -> str:
@@ -366,17 +385,18 @@ def _wait_ready(stack: Stack, pids: Mapping[str, int], dags: Sequence[str],
 
 def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
           bootstrap: str | None = None, extra_env: Mapping[str, str] | None = None,
-          dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB,
+          dags: Sequence[str] = EXAMPLE_DAGS, db: str | None = None,
           extra_dags: Path | None = None) -> Stack:
     """Start everything (see the module docstring) and return once it is ready: ``dags``
     parsed. With ``bootstrap`` the given broker is used and left alone; else one is started in
-    DIR/kafka. ``db`` is the metadata DB, ``"sqlite"`` or ``"postgres"`` (a server in
-    DIR/postgres). ``extra_env`` is added to the services' environment (e.g. JVM options for
-    Spark, or ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples).
+    DIR/kafka. ``db`` is the metadata DB, ``"postgres"`` (a server in DIR/postgres) or
+    ``"sqlite"``; None: ``default_db()`` (a running stack: whichever it has). ``extra_env`` is
+    added to the services' environment (e.g. JVM options for Spark, or
+    ``AIRFLOW__CORE__DAGS_FOLDER`` for other DAGs than the examples).
     ``extra_dags``: a folder (created) whose DAG files are a second bundle, ``extra``, beside
     the example DAGs. A stack already running in ``run_dir`` is returned as it is (an error
     when it has another metadata DB or ``extra_dags`` folder)."""
-    if db not in DATABASES:
+    if db is not None and db not in DATABASES:
         raise StackError(f"db={db!r}: the metadata DB is one of {', '.join(DATABASES)}")
     if extra_dags is not None and extra_dags.exists() and not extra_dags.is_dir():
         raise StackError(f"the DAGs folder {extra_dags} is a file; pass the folder it is in.")
@@ -385,7 +405,7 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
     state_file = run_dir / "stack.json"
     if all(read_pid(run_dir, name) for name in SERVICES) and state_file.exists():
         running = running_stack(run_dir)
-        if db_kind(running.database) != db:
+        if db is not None and db_kind(running.database) != db:
             raise StackError(f"the Airflow in {run_dir} runs on {db_kind(running.database)}; "
                              f"run `scripts/airflow-local stop --dir {run_dir}` first.")
         wanted = None if extra_dags is None else str(extra_dags.resolve())
@@ -401,7 +421,7 @@ def start(run_dir: Path = DEFAULT_DIR, *, port: int = DEFAULT_PORT,
     try:
         if bootstrap is None:
             bootstrap = _start_broker(run_dir)
-        database = _start_db(run_dir, db)
+        database = _start_db(run_dir, db or default_db())
         if extra_dags is not None:
             extra_dags = extra_dags.resolve()
             extra_dags.mkdir(parents=True, exist_ok=True)
@@ -520,7 +540,7 @@ def stop(run_dir: Path = DEFAULT_DIR, *, discard: bool = False) -> None:
 @contextmanager
 def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None,
                   extra_env: Mapping[str, str] | None = None,
-                  dags: Sequence[str] = EXAMPLE_DAGS, db: str = DEFAULT_DB,
+                  dags: Sequence[str] = EXAMPLE_DAGS, db: str | None = None,
                   extra_dags: Path | None = None) -> Iterator[Stack]:
     """``start()`` on entry, ``stop()`` on exit (also on failure), a PostgreSQL metadata
     DB deleted with its server (a throwaway stack: a test's)."""
@@ -533,13 +553,16 @@ def airflow_stack(run_dir: Path, *, port: int, bootstrap: str | None = None,
 
 def login_hint(stack: Stack) -> str:
     """What ``scripts/airflow-local start`` prints once ``stack`` is ready: the UI and login,
-    the broker, the metadata DB (on SQLite, ``SQLITE_NOTE`` on the next line), the output
-    and DAG folders, and how to restart or stop it."""
+    the broker, the metadata DB (on SQLite, ``SQLITE_NOTE`` on the next line, after
+    ``NO_POSTGRES_NOTE`` when PostgreSQL is missing), the output and DAG folders, and how to
+    restart or stop it."""
+    sqlite = db_kind(stack.database) == "sqlite"
     return (f"Airflow UI: {stack.url}  (login: {stack.username} / {stack.password}; the password "
             f"is in {stack.run_dir / 'home' / PASSWORDS_FILE})\n"
             f"Kafka: bootstrap.servers={stack.bootstrap} (connection kafka_default), topic "
             f"{DEMO_TOPIC}\nmetadata DB: {stack.database}\n"
-            + (f"{SQLITE_NOTE}\n" if db_kind(stack.database) == "sqlite" else "")
+            + (f"{NO_POSTGRES_NOTE}\n" if sqlite and default_db() == "sqlite" else "")
+            + (f"{SQLITE_NOTE}\n" if sqlite else "")
             + f"output of the example DAGs: {stack.output_root}/<dag_id>/...\n"
             + (f"your DAGs: {stack.extra_dags} (the bundle {EXTRA_BUNDLE!r}, looked at every "
                f"{EXTRA_BUNDLE_REFRESH_S} s)\n" if stack.extra_dags else "")

@@ -1,6 +1,6 @@
 """A real Airflow 3 (api-server, scheduler, dag-processor, triggerer; LocalExecutor) on a
 PostgreSQL metadata DB, as production Airflow and docker-compose.yml run, started once per test
-session by the same code as ``scripts/airflow-local start --db postgres``
+session by the same code as ``scripts/airflow-local start`` with its default metadata DB
 (``tests/support/deployed.deployed_airflow``: ``tools/airflow_stack.py``; the server from
 Debian's binaries, ``tools/postgres_server.py``), on the session's Kafka broker, and stopped at
 the end even when tests fail (the server too, its data deleted). Tests drive it through the

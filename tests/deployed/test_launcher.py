@@ -4,8 +4,10 @@ that folder is parsed beside the example DAGs and its run resolves exactly the o
 ``start --dags FOLDER`` against the running stack answers with it; ``restart scheduler`` ends
 the scheduler, starts a new one (a new pid, the old one gone) and returns with the stack
 healthy, and the user's DAG runs again under the new scheduler and resolves the new offsets.
-What ``start`` prints of a stack on SQLite (the default) says it is for a first look; of one on
-PostgreSQL, not."""
+The default metadata DB is PostgreSQL where its binaries are (the session's stack is the
+default one), SQLite where they are missing; what ``start`` prints of a stack on SQLite says
+what fails on it (and why it is SQLite, when PostgreSQL is missing); of one on PostgreSQL,
+nothing of the kind."""
 
 from __future__ import annotations
 
@@ -18,15 +20,25 @@ from typing import Any
 import pytest
 
 from tests.support.deployed import AirflowApi
-from tools.airflow_stack import EXAMPLE_DAGS, HEALTH_COMPONENTS, ROOT, Stack, login_hint, sqlite_url
+from tools.airflow_stack import (
+    EXAMPLE_DAGS,
+    HEALTH_COMPONENTS,
+    ROOT,
+    Stack,
+    default_db,
+    login_hint,
+    sqlite_url,
+)
 from tools.kafka_records import produce
 from tools.processes import alive, read_pid
 
 pytestmark = [pytest.mark.deployed, pytest.mark.integration]
 
 LAUNCHER = ROOT / "scripts" / "airflow-local"
-FIRST_LOOK = ("SQLite is for a first look: backfills and parallel runs want --db postgres "
-              "(SQLite takes one writer at a time)")
+ON_SQLITE = ("SQLite takes one writer at a time: `airflow backfill create` fails on it and "
+             "parallel runs can fail; backfills want PostgreSQL (--db postgres)")
+NO_POSTGRES = ("PostgreSQL's server binaries were not found (apt-get install postgresql, "
+               "or set POSTGRES_BINDIR): the metadata DB is SQLite")
 PARSE_TIMEOUT_S = 90.0  # the extra bundle is looked at every 2 s; a parse takes a few seconds
 
 DAG_FILE = '''
@@ -71,15 +83,13 @@ def test_a_dag_folder_of_ones_own_and_a_restarted_scheduler(
                                   (1, b"e", b"5", now + 1)])
     (dags / f"{dag_id}.py").write_text(DAG_FILE.format(dag_id=dag_id, topic=topic))
     try:
-        # `start --dags FOLDER` on the running stack: the same stack, with that folder.
-        again = launcher("start", "--dir", str(stack.run_dir), "--db", "postgres",
-                         "--dags", str(dags))
+        # `start --dags FOLDER` on the running stack (the default DB): the same stack.
+        again = launcher("start", "--dir", str(stack.run_dir), "--dags", str(dags))
         assert again.returncode == 0, again.stderr
         assert f"your DAGs: {dags} (the bundle 'extra'" in again.stdout, again.stdout
         assert "metadata DB: postgresql+psycopg2://" in again.stdout, again.stdout
         assert "SQLite" not in again.stdout, again.stdout
-        other = launcher("start", "--dir", str(stack.run_dir), "--db", "postgres",
-                         "--dags", str(dags.parent))
+        other = launcher("start", "--dir", str(stack.run_dir), "--dags", str(dags.parent))
         assert other.returncode == 1
         assert f"runs with the DAGs of {dags}, not {dags.parent}" in other.stderr, other.stderr
 
@@ -121,13 +131,29 @@ def test_restart_refuses_an_unknown_service_and_a_folder_without_a_stack(
 
 
 
-def test_start_on_sqlite_says_it_is_for_a_first_look(tmp_path: Path) -> None:
-    # What `start` prints once the stack is ready (login_hint), for the default DB: the line
-    # right after the metadata DB's.
-    stack = Stack(run_dir=tmp_path, url="http://127.0.0.1:8080", username="admin",
-                  password="secret", bootstrap="127.0.0.1:9092", broker_started=False,
-                  database=sqlite_url(tmp_path))
-    lines = login_hint(stack).splitlines()
+def sqlite_stack(run_dir: Path) -> Stack:
+    return Stack(run_dir=run_dir, url="http://127.0.0.1:8080", username="admin",
+                 password="secret", bootstrap="127.0.0.1:9092", broker_started=False,
+                 database=sqlite_url(run_dir))
+
+
+def test_start_on_sqlite_says_what_fails_on_it(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # What `start --db sqlite` prints once the stack is ready (login_hint), where PostgreSQL's
+    # binaries are: the line right after the metadata DB's.
+    monkeypatch.delenv("POSTGRES_BINDIR", raising=False)
+    lines = login_hint(sqlite_stack(tmp_path)).splitlines()
     at = lines.index(f"metadata DB: {sqlite_url(tmp_path)}")
-    assert lines[at + 1] == FIRST_LOOK
-    assert [line for line in lines if "SQLite" in line] == [FIRST_LOOK]
+    assert lines[at + 1] == ON_SQLITE
+    assert [line for line in lines if "SQLite" in line] == [ON_SQLITE]
+
+
+def test_the_default_db_is_postgres_where_its_binaries_are_else_sqlite_and_start_says_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POSTGRES_BINDIR", raising=False)
+    assert default_db() == "postgres"  # Debian's postgresql, which make test needs too
+    monkeypatch.setenv("POSTGRES_BINDIR", str(tmp_path))  # no initdb, no postgres there
+    assert default_db() == "sqlite"
+    lines = login_hint(sqlite_stack(tmp_path)).splitlines()
+    at = lines.index(f"metadata DB: {sqlite_url(tmp_path)}")
+    assert lines[at + 1:at + 3] == [NO_POSTGRES, ON_SQLITE]

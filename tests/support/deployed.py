@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from tools.airflow_stack import EXAMPLE_DAGS, Stack, airflow_stack
+from tools.airflow_stack import EXAMPLE_DAGS, NO_POSTGRES_NOTE, Stack, airflow_stack, default_db
 from tools.jvm_archives import spark_archive_options
 from tools.processes import free_port
 
@@ -48,14 +48,18 @@ def deployed_airflow(run_dir: Path, *, bootstrap: str, extra_env: Mapping[str, s
     ``run_dir``, on ``bootstrap``'s broker, its services with ``TEST_STACK_ENV`` and
     ``extra_env``, ready once ``dags`` are parsed; stopped at the end, also on failure.
 
-    Its metadata DB is a PostgreSQL server of its own, deleted with it, as production Airflow
-    runs: on SQLite, one writer at a time, a loaded machine made writes lose the lock (a task
-    that had done its work and pushed its XCom marked failed; ``airflow backfill create``
-    refused). So no Airflow of the suite's services runs on SQLite.
+    Its metadata DB is the launcher's default, as a user gets it from ``scripts/airflow-local
+    start``: a PostgreSQL server of its own, deleted with it, as production Airflow runs. On
+    SQLite, one writer at a time, a loaded machine made writes lose the lock (a task that had
+    done its work and pushed its XCom marked failed; ``airflow backfill create`` refused), so
+    no Airflow of the suite's services runs on SQLite: where the default would be SQLite
+    (PostgreSQL's binaries missing) this fails before starting anything.
     """
+    if default_db() != "postgres":
+        raise RuntimeError(f"{NO_POSTGRES_NOTE}; the deployed tests need PostgreSQL")
     with airflow_stack(run_dir, port=free_port(), bootstrap=bootstrap,
                        extra_env={**TEST_STACK_ENV, **(extra_env or {})}, dags=dags,
-                       db="postgres", extra_dags=extra_dags) as stack:
+                       extra_dags=extra_dags) as stack:
         yield AirflowApi(stack)
 
 
