@@ -7,6 +7,7 @@
 #                 and a broker; stop it with scripts/airflow-local stop
 #   make dist   - the sdist and the manylinux wheel in dist/ (needs cargo and cmake)
 #   make matrix - the wheel in clean venvs of every Python x PySpark x Airflow it claims
+#   make docs   - the documentation site (mkdocs, docs/ and mkdocs.yml) in site/, warnings as errors
 PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
@@ -23,7 +24,7 @@ WHEEL = $(firstword $(wildcard dist/*-manylinux*.whl))
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 PACKAGE_SOURCES := $(shell find airflow_provider_kafka_spark -name '*.py' -o -name '*.pyi')
 
-.PHONY: test demo airflow browser s3-server jvm-archives lint setup dist matrix tables-setup clean
+.PHONY: test demo airflow browser s3-server jvm-archives lint setup dist matrix tables-setup docs clean
 
 # .venv: the package's dependencies (uv), this source tree on its path (as an editable install),
 # and the native module copied out of the wheel `make dist` built (tools/source_venv.py). The
@@ -128,6 +129,12 @@ jvm-archives: $(DEPS_STAMP) $(TABLES_STAMP)
 lint: setup
 	$(VENV)/bin/ruff check airflow_provider_kafka_spark tests dags benchmarks tools
 	$(VENV)/bin/mypy airflow_provider_kafka_spark/offsets airflow_provider_kafka_spark/spark
+
+# The documentation site into the git-ignored site/: `mkdocs build --strict` (a warning, such as
+# a link to a missing page or anchor, fails it). The API pages come from the docstrings, read
+# by griffe without importing the package: the site needs .venv's dev tools, not the wheel.
+docs: $(DEPS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 demo: setup
 	$(VENV)/bin/python tools/demo.py

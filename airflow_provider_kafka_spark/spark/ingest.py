@@ -140,7 +140,10 @@ def ingest(
         sink: where the records go, e.g. ``FileSink(path)`` or
             ``KafkaSink(topic, kafka_config=config)`` (see :class:`SinkProtocol`); a new one
             per call.
-        engine, max_records_per_split, include_headers, on_data_loss: as for ``read_kafka``.
+        engine: as for ``read_kafka``.
+        max_records_per_split: as for ``read_kafka``.
+        include_headers: as for ``read_kafka``.
+        on_data_loss: as for ``read_kafka``.
         decode: how ``key``/``value`` are decoded, and what an undecodable record does
             (:class:`~airflow_provider_kafka_spark.decoding.Decoding`); None: kept as bytes.
             Its ``on_corrupt``: ``fail`` (the ingest fails with :class:`CorruptRecordError`
@@ -166,8 +169,9 @@ def ingest(
             DataFrame, a query Spark cannot run over the records, or a sink that refuses
             the output (``sink.prepare``) or answers ``sink.intake`` with what the readers
             cannot give; nothing was read or written.
-        DecodeError: bad ``decode`` schemas. CorruptRecordError: ``on_corrupt="fail"`` and a
-            record could not be decoded; nothing was written.
+        DecodeError: bad ``decode`` schemas.
+        CorruptRecordError: ``on_corrupt="fail"`` and a record could not be decoded; nothing
+            was written.
         KafkaReadError, DataLossError, SchemaRegistryError, KafkaWriteError, SinkError: the
             read, decoding or write failed (``sink.abort`` ran).
     """

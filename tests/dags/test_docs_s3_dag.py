@@ -1,6 +1,6 @@
-"""README.md's first DAG (``orders_hourly``: a ``CronPartitionTimetable``, the resolve and
-ingest operators, ``FileSink("s3a://lake/orders/{{ partition_date... }}")``), taken from the
-README itself, runs for one hour partition with ``dag.test()`` against the real broker, the
+"""The partitioned DAG of docs/airflow.md (``orders_hourly``: a ``CronPartitionTimetable``, the
+resolve and ingest operators, ``FileSink("s3a://lake/orders/{{ partition_date... }}")``), taken
+from the page itself, runs for one hour partition with ``dag.test()`` against the real broker, the
 shared Spark session and a real S3 server: the hour's records land in the hour's folder of
 the bucket ``lake``, published by its manifest, exactly.
 
@@ -33,17 +33,17 @@ from tools.s3_server import S3Endpoint, local_s3
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "airflow.md"
 BUCKET = "lake"
 
 
-def readme_dag() -> str:
-    """The first Python block of README.md that defines the DAG ``orders_hourly`` on a
+def docs_dag() -> str:
+    """The first Python block of docs/airflow.md that defines the DAG ``orders_hourly`` on a
     ``CronPartitionTimetable``."""
-    blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
+    blocks = re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
     found = [b for b in blocks
              if 'DAG("orders_hourly"' in b and "CronPartitionTimetable(" in b]
-    assert found, "README.md has no python block with DAG(\"orders_hourly\", ...) on a " \
+    assert found, "docs/airflow.md has no python block with DAG(\"orders_hourly\", ...) on a " \
                   "CronPartitionTimetable"
     return found[0]
 
@@ -88,7 +88,7 @@ def with_partition(key: str, date: Any) -> Any:
     return mock.patch.object(dagrun, "get_or_create_dagrun", create)
 
 
-def test_the_readme_dag_lands_one_hour_partition_on_s3(
+def test_the_docs_dag_lands_one_hour_partition_on_s3(
         airflow_db: Path, kafka_connection: None, spark: Any, lake: S3Endpoint,
         new_topic: Any, kafka_config: dict[str, Any], tmp_path: Path) -> None:
     from airflow.dag_processing.bundles.manager import DagBundlesManager
@@ -96,7 +96,7 @@ def test_the_readme_dag_lands_one_hour_partition_on_s3(
 
     topic = new_topic(partitions=3, prefix="orders")
     produced = arrange(kafka_config, topic)  # records before, in and after the hour [T0, T1)
-    source = readme_dag()
+    source = docs_dag()
     assert source.count('topics=["orders"]') == 1
     dag_file = tmp_path / "orders_hourly.py"
     dag_file.write_text(source.replace('topics=["orders"]', f'topics=["{topic}"]'))
