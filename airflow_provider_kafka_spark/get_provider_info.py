@@ -14,6 +14,11 @@ from airflow_provider_kafka_spark import __version__
 
 _INTEGRATION = "Kafka on Spark"
 _PACKAGE = "airflow_provider_kafka_spark"
+DOCS_URL = "https://airflow-provider-kafka-spark.readthedocs.io/"
+"""The documentation site (mkdocs.yml's ``site_url``). Airflow's providers page links the
+package to it: Airflow 3.3 reads it from the installed distribution's ``Project-URL:
+Documentation`` (pyproject's ``[project.urls]``) into the provider info's
+``documentation-url``, which this function gives too."""
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -24,6 +29,7 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Bounded, replayable Kafka batch ingestion on Apache Spark: "
         "offset ranges resolved per run, read by Spark, written exactly once.",
         "versions": [__version__],
+        "documentation-url": DOCS_URL,
         "integrations": [
             {
                 "integration-name": _INTEGRATION,

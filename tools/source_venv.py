@@ -15,9 +15,9 @@ tables-setup`` run it; the native module's build, ``make dist``, runs beside the
   (extras kept): the tier needs a PySpark for which Apache Iceberg and Delta Lake publish Spark
   runtimes (Spark 4.1), older than the newest that ``.venv`` has;
 * the package itself from this source tree, without a build: a ``.pth`` file puts the repo
-  root on ``sys.path`` and a small ``.dist-info`` carries its name, version and entry points, so
-  Python, Airflow (the provider, the plugin) and Spark's Python workers find it as with an
-  editable install;
+  root on ``sys.path`` and a small ``.dist-info`` carries its name, version, project URLs and
+  entry points, so Python, Airflow (the provider, its documentation link, the plugin) and
+  Spark's Python workers find it as with an editable install;
 * with ``--native WHEEL``: the native module ``_native.abi3.so`` copied out of the manylinux
   wheel ``make dist`` built into the source tree, so the tests run the very module users
   install.
@@ -105,7 +105,9 @@ def link_source_tree(project: dict, site_packages: Path) -> None:
     info = site_packages / f"{module}-{version}.dist-info"
     info.mkdir(exist_ok=True)
     files = {
-        "METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        # Project-URL as in a built wheel: Airflow reads the Documentation one (providers page).
+        "METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(
+            f"Project-URL: {label}, {url}\n" for label, url in project.get("urls", {}).items()),
         "INSTALLER": "tools/source_venv.py\n",
         "direct_url.json": json.dumps({"dir_info": {"editable": True},
                                        "url": ROOT.as_uri()}) + "\n",
