@@ -14,26 +14,32 @@ def librdkafka_version() -> str:
     """The version of the librdkafka built into this module, e.g. ``"2.10.0"``."""
 
 class SliceReader:
-    """An ``assign()``-ed consumer of one partition that yields Arrow batches of ``schema``
-    (the ``kafka_bounded`` schema) and never returns a record at an offset ``>= stop``."""
+    """One ``assign()``-ed consumer of the ``(topic, partition, start, stop)`` ranges (of
+    distinct partitions), fetched together, each into a queue of its own; yields Arrow batches
+    of ``schema`` (the ``kafka_bounded`` schema), each of one range, and never returns a record
+    of a range at an offset ``>= stop``."""
 
-    def __init__(self, config: dict[str, str], topic: str, partition: int, start: int,
-                 stop: int, schema: pa.Schema) -> None: ...
-    def assign(self, offset: int) -> None:
-        """Assign the partition again at ``offset``."""
-    def fill(self, max_records: int, timeout_s: float
+    def __init__(self, config: dict[str, str], ranges: list[tuple[str, int, int, int]],
+                 schema: pa.Schema) -> None: ...
+    def __len__(self) -> int:
+        """How many ranges the reader reads."""
+    def fill(self, index: int, max_records: int, timeout_s: float
              ) -> tuple[pa.RecordBatch | None, int, tuple[int, str, int] | None]:
-        """Up to ``max_records`` records below ``stop``, waiting at most ``timeout_s`` for the
-        first: ``(batch or None, next offset or -1, event)``. The next offset is ``stop`` once a
-        record at or beyond ``stop`` arrived; an event (end of partition, an error) ends the
-        fill as ``(librdkafka error code, reason, offset)``."""
-    def watermarks(self, timeout_s: float) -> tuple[int, int]:
-        """The partition's ``(low, high)`` watermarks, asked of its leader."""
+        """Up to ``max_records`` records of range ``index`` below its ``stop``, waiting at most
+        ``timeout_s`` for the first: ``(batch or None, next offset or -1, event)``. The next
+        offset is ``stop`` once a record at or beyond ``stop`` arrived; an event (end of
+        partition, an error of the partition or of the consumer) ends the fill as
+        ``(librdkafka error code, reason, offset)``."""
+    def pause(self, index: int) -> None:
+        """Stop fetching the partition of range ``index``."""
+    def watermarks(self, index: int, timeout_s: float) -> tuple[int, int]:
+        """The ``(low, high)`` watermarks of range ``index``'s partition, asked of its
+        leader."""
     def take_errors(self) -> list[tuple[int, str]]:
         """``(code, reason)`` of the errors librdkafka reported through ``error_cb`` since
         the last call."""
     def close(self) -> None:
-        """Leave the partition and destroy the consumer."""
+        """Leave the partitions and destroy the consumer."""
 
 class BatchProducer:
     """A librdkafka producer fed with Arrow batches whose columns are ``value`` (binary) and

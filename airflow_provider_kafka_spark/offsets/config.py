@@ -45,8 +45,12 @@ MAX_TIMEOUT = 3600.0
 
 # Defaults under the user's settings. librdkafka's fetch.queue.backoff.ms (1 s) pauses
 # fetching whenever the pre-fetch queue is full, which throttles a consumer that drains as
-# fast as it can (measured here: ~2.5x slower on one 333k-record partition).
-_CONSUMER_DEFAULTS: dict[str, Any] = {"fetch.queue.backoff.ms": 10}
+# fast as it can (measured here: ~2.5x slower on one 333k-record partition). Its
+# fetch.wait.max.ms (500 ms) is how long the broker holds a fetch at the log's end, which a
+# bounded read asks for to learn that a range ending there (after a commit marker, say) is
+# complete: 10 ms (measured here: a slice of 600 partitions 5.6x faster); a fetch with data
+# returns at once either way.
+_CONSUMER_DEFAULTS: dict[str, Any] = {"fetch.queue.backoff.ms": 10, "fetch.wait.max.ms": 10}
 
 # Keys a bounded reader must own: offsets move only through commit_offsets().
 _CONSUMER_OVERRIDES: dict[str, Any] = {

@@ -1,4 +1,5 @@
-//! `SliceReader`: consumes one partition from an offset and builds Arrow record batches.
+//! `SliceReader`: consumes ranges of partitions with one consumer and builds Arrow record
+//! batches, one range at a time.
 
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -32,37 +33,44 @@ const FOLLOW_WAIT_MS: i32 = 10;
 /// One librdkafka event that ends a fill: `(code, reason, offset)`.
 type Event = (i32, String, i64);
 
-/// Reads one partition of one topic, from an assigned offset, into record batches whose
-/// schema is the one given (the `kafka_bounded` schema: key, value, topic, partition,
-/// offset, timestamp, timestampType and optionally headers).
-///
-/// The consumer is `assign()`-ed (never subscribed) and never commits.
-#[pyclass(module = "airflow_provider_kafka_spark._native")]
-pub struct SliceReader {
-    client: Option<Client>,
-    // The consumer queue (all of the client's events are forwarded to it).
-    queue: Shared<rd::rd_kafka_queue_t>,
-    // The offset the next record is expected at (the start, then after each fill).
-    position: AtomicI64,
+/// One range of a reader: a partition, its own queue of fetched messages, where it stops and
+/// the offset its next record is expected at.
+struct Range {
     topic: String,
     partition: i32,
     stop: i64,
+    queue: Shared<rd::rd_kafka_queue_t>,
+    position: AtomicI64,
+}
+
+/// Reads ranges of several partitions (of one or more topics) with one consumer, each range
+/// from an assigned offset, into record batches of one range each, whose schema is the one
+/// given (the `kafka_bounded` schema: key, value, topic, partition, offset, timestamp,
+/// timestampType and optionally headers).
+///
+/// The consumer is `assign()`-ed to every range at once (never subscribed) and never commits:
+/// librdkafka fetches all of them in the same requests, into one queue per partition, while
+/// the caller takes the ranges' records one range after the other (`fill(index, ...)`).
+#[pyclass(module = "airflow_provider_kafka_spark._native")]
+pub struct SliceReader {
+    client: Option<Client>,
+    // The consumer queue: the client's events that belong to no partition.
+    queue: Shared<rd::rd_kafka_queue_t>,
+    ranges: Vec<Range>,
     schema: SchemaRef,
     headers: Option<(FieldRef, Fields)>,
 }
 
 #[pymethods]
 impl SliceReader {
-    /// A consumer of `config` (librdkafka settings as strings) assigned to `topic`/`partition`
-    /// at `start`; records at offsets `>= stop` are never returned.
+    /// A consumer of `config` (librdkafka settings as strings) assigned to each
+    /// `(topic, partition, start, stop)` of `ranges` at its `start`; records of a range at
+    /// offsets `>= stop` are never returned. No two ranges may name the same partition.
     #[new]
     fn new(
         py: Python<'_>,
         config: &Bound<'_, PyDict>,
-        topic: String,
-        partition: i32,
-        start: i64,
-        stop: i64,
+        ranges: Vec<(String, i32, i64, i64)>,
         schema: &Bound<'_, PyAny>,
     ) -> PyResult<Self> {
         let schema = Arc::new(Schema::from_pyarrow_bound(schema)?);
@@ -76,28 +84,50 @@ impl SliceReader {
             },
             Err(_) => None,
         };
+        let mut seen = std::collections::HashSet::new();
+        let mut names = Vec::with_capacity(ranges.len());
+        for (topic, partition, _, _) in &ranges {
+            if !seen.insert((topic.clone(), *partition)) {
+                return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                    "partition {topic}/{partition} is named by more than one range")));
+            }
+            names.push(CString::new(topic.as_str()).map_err(
+                |_| kafka_exception(py, -186, "topic name contains NUL", false, false, false))?);
+        }
         let client = Client::new(py, rd::rd_kafka_type_t::RD_KAFKA_CONSUMER, config, false)?;
         let queue = unsafe {
             rd::rd_kafka_poll_set_consumer(client.rk);
             Shared(rd::rd_kafka_queue_get_consumer(client.rk))
         };
-        let reader = SliceReader {
-            client: Some(client), queue, position: AtomicI64::new(start), topic, partition, stop,
-            schema, headers,
-        };
-        reader.assign(py, start)?;
-        Ok(reader)
-    }
-
-    /// Assign the partition again, at `offset` (after offsets were lost, say).
-    fn assign(&self, py: Python<'_>, offset: i64) -> PyResult<()> {
-        let client = self.client()?;
-        let topic = CString::new(self.topic.as_str())
-            .map_err(|_| kafka_exception(py, -186, "topic name contains NUL", false, false, false))?;
+        let mut reader = SliceReader { client: None, queue, ranges: Vec::new(), schema, headers };
+        for ((topic, partition, start, stop), name) in ranges.into_iter().zip(names.iter()) {
+            // The partition's own queue, not forwarded to the consumer queue (an application
+            // forward: the assignment keeps it so).
+            let partition_queue = unsafe {
+                let q = rd::rd_kafka_queue_get_partition(client.rk, name.as_ptr(), partition);
+                if !q.is_null() {
+                    rd::rd_kafka_queue_forward(q, std::ptr::null_mut());
+                }
+                q
+            };
+            if partition_queue.is_null() {
+                unsafe { rd::rd_kafka_queue_destroy(queue.ptr()) };
+                return Err(kafka_exception(py, -190, &format!(
+                    "no queue for partition {topic}/{partition}"), false, false, false));
+            }
+            reader.ranges.push(Range {
+                topic, partition, stop, queue: Shared(partition_queue),
+                position: AtomicI64::new(start),
+            });
+        }
+        reader.client = Some(client);
         let err = unsafe {
-            let list = rd::rd_kafka_topic_partition_list_new(1);
-            let entry = rd::rd_kafka_topic_partition_list_add(list, topic.as_ptr(), self.partition);
-            (*entry).offset = offset;
+            let client = reader.client()?;
+            let list = rd::rd_kafka_topic_partition_list_new(reader.ranges.len() as i32);
+            for (range, name) in reader.ranges.iter().zip(names.iter()) {
+                let entry = rd::rd_kafka_topic_partition_list_add(list, name.as_ptr(), range.partition);
+                (*entry).offset = range.position.load(Ordering::Relaxed);
+            }
             let err = rd::rd_kafka_assign(client.rk, list);
             rd::rd_kafka_topic_partition_list_destroy(list);
             err
@@ -106,42 +136,74 @@ impl SliceReader {
             let reason = unsafe { cstr(rd::rd_kafka_err2str(err)) };
             return Err(kafka_exception(py, err as i32, &reason, false, false, false));
         }
-        self.position.store(offset, Ordering::Relaxed);
-        Ok(())
+        Ok(reader)
     }
 
-    /// Consume up to `max_records` records below `stop` into one batch, waiting at most
-    /// `timeout_s` for the first one (then `FOLLOW_WAIT_MS` for each next one); returns `(batch or None, next offset or -1, event)`.
+    /// How many ranges the reader reads.
+    fn __len__(&self) -> usize {
+        self.ranges.len()
+    }
+
+    /// Consume up to `max_records` records of range `index` below its `stop` into one batch,
+    /// waiting at most `timeout_s` for the first one (then `FOLLOW_WAIT_MS` for each next
+    /// one); returns `(batch or None, next offset or -1, event)`.
     ///
     /// The fill ends early at the first record at or beyond `stop` (next offset = `stop`, the
-    /// record is dropped), at the first event (end of partition, an error: returned as
-    /// `(code, reason, offset)` with the records before it), or when no next record arrives
-    /// in time.
+    /// record is dropped), at the first event of the partition (end of partition, an error:
+    /// returned as `(code, reason, offset)` with the records before it), or when no next
+    /// record arrives in time. An error event of the consumer itself (of no partition) is
+    /// returned when the partition had none.
     fn fill<'py>(
         &self,
         py: Python<'py>,
+        index: usize,
         max_records: usize,
         timeout_s: f64,
     ) -> PyResult<(Option<Bound<'py, PyAny>>, i64, Option<Event>)> {
         self.client()?;
-        let (queue, position, stop) = (self.queue, self.position.load(Ordering::Relaxed), self.stop);
+        let range = self.range(index)?;
+        let (queue, position, stop) = (range.queue, range.position.load(Ordering::Relaxed), range.stop);
+        let consumer_queue = self.queue;
         let with_headers = self.headers.is_some();
         let (columns, next, event) = py.detach(move || {
-            consume(queue, position, stop, max_records,
-                    Duration::from_secs_f64(timeout_s.max(0.0)), with_headers)
+            let (columns, next, event) = consume(queue, position, stop, max_records,
+                                                 Duration::from_secs_f64(timeout_s.max(0.0)), with_headers);
+            // Serve the consumer queue too: error_cb runs from it.
+            let other = serve(consumer_queue);
+            (columns, next, event.or(other))
         });
         if next >= 0 {
-            self.position.store(next, Ordering::Relaxed);
+            range.position.store(next, Ordering::Relaxed);
         }
-        let batch = if columns.len() == 0 { None } else { Some(self.batch(columns)?.to_pyarrow(py)?) };
+        let batch = if columns.len() == 0 { None } else { Some(self.batch(range, columns)?.to_pyarrow(py)?) };
         Ok((batch, next, event))
     }
 
-    /// `(low, high)` watermarks of the partition, asked of its leader.
-    fn watermarks(&self, py: Python<'_>, timeout_s: f64) -> PyResult<(i64, i64)> {
+    /// Stop fetching the partition of range `index` (its range is read, or read elsewhere).
+    fn pause(&self, py: Python<'_>, index: usize) -> PyResult<()> {
+        let client = self.client()?;
+        let range = self.range(index)?;
+        let topic = CString::new(range.topic.as_str()).unwrap_or_default();
+        let err = unsafe {
+            let list = rd::rd_kafka_topic_partition_list_new(1);
+            rd::rd_kafka_topic_partition_list_add(list, topic.as_ptr(), range.partition);
+            let err = rd::rd_kafka_pause_partitions(client.rk, list);
+            rd::rd_kafka_topic_partition_list_destroy(list);
+            err
+        };
+        if err as i32 != 0 {
+            let reason = unsafe { cstr(rd::rd_kafka_err2str(err)) };
+            return Err(kafka_exception(py, err as i32, &reason, false, false, false));
+        }
+        Ok(())
+    }
+
+    /// `(low, high)` watermarks of the partition of range `index`, asked of its leader.
+    fn watermarks(&self, py: Python<'_>, index: usize, timeout_s: f64) -> PyResult<(i64, i64)> {
         let rk = self.client()?.shared();
-        let topic = CString::new(self.topic.as_str()).unwrap_or_default();
-        let partition = self.partition;
+        let range = self.range(index)?;
+        let topic = CString::new(range.topic.as_str()).unwrap_or_default();
+        let partition = range.partition;
         let (err, low, high) = py.detach(move || {
             let (mut low, mut high) = (0i64, 0i64);
             let err = unsafe {
@@ -163,29 +225,34 @@ impl SliceReader {
         Ok(self.client()?.take_errors())
     }
 
-    /// Leave the partition and destroy the consumer; later calls raise.
+    /// Leave the partitions and destroy the consumer; later calls raise.
     fn close(&mut self, py: Python<'_>) {
         if let Some(client) = self.client.take() {
-            let queue = self.queue;
+            let queues: Vec<Shared<rd::rd_kafka_queue_t>> =
+                self.ranges.iter().map(|r| r.queue).chain(std::iter::once(self.queue)).collect();
             py.detach(move || {
-                unsafe {
-                    rd::rd_kafka_queue_destroy(queue.ptr());
-                    rd::rd_kafka_consumer_close(client.rk);
-                }
-                drop(client);
+                destroy(client, queues);
             });
         }
     }
 }
 
+/// The queues first (each holds a reference to the client), then the consumer.
+fn destroy(client: Client, queues: Vec<Shared<rd::rd_kafka_queue_t>>) {
+    unsafe {
+        for queue in queues {
+            rd::rd_kafka_queue_destroy(queue.ptr());
+        }
+        rd::rd_kafka_consumer_close(client.rk);
+    }
+    drop(client);
+}
+
 impl Drop for SliceReader {
     fn drop(&mut self) {
-        // The queue holds a reference to the client: destroy it first, as `close` does.
         if let Some(client) = self.client.take() {
-            unsafe {
-                rd::rd_kafka_queue_destroy(self.queue.ptr());
-                rd::rd_kafka_consumer_close(client.rk);
-            }
+            let queues = self.ranges.iter().map(|r| r.queue).chain(std::iter::once(self.queue)).collect();
+            destroy(client, queues);
         }
     }
 }
@@ -197,15 +264,22 @@ impl SliceReader {
         })
     }
 
-    fn batch(&self, mut columns: Columns) -> PyResult<RecordBatch> {
+    fn range(&self, index: usize) -> PyResult<&Range> {
+        self.ranges.get(index).ok_or_else(|| {
+            pyo3::exceptions::PyIndexError::new_err(format!(
+                "range {index} of a reader of {} ranges", self.ranges.len()))
+        })
+    }
+
+    fn batch(&self, range: &Range, mut columns: Columns) -> PyResult<RecordBatch> {
         let n = columns.len();
         let to_py = |e: arrow_schema::ArrowError| pyo3::exceptions::PyValueError::new_err(e.to_string());
         let timestamp_type = self.schema.field_with_name("timestamp").map_err(to_py)?.data_type().clone();
         let mut arrays: Vec<ArrayRef> = vec![
             Arc::new(columns.keys.finish()),
             Arc::new(columns.values.finish()),
-            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(self.topic.as_str(), n))),
-            Arc::new(Int32Array::from(vec![self.partition; n])),
+            Arc::new(StringArray::from_iter_values(std::iter::repeat_n(range.topic.as_str(), n))),
+            Arc::new(Int32Array::from(vec![range.partition; n])),
             Arc::new(Int64Array::from(columns.offsets)),
             Arc::new(PrimitiveArray::<TimestampMicrosecondType>::new(
                 ScalarBuffer::from(columns.timestamps), None).with_data_type(timestamp_type)),
@@ -312,8 +386,25 @@ unsafe fn append(builder: &mut BinaryBuilder, data: *const c_void, len: usize) {
     }
 }
 
+/// Take what the consumer queue holds, without waiting (librdkafka runs `error_cb` while it is
+/// served): the first error event of no partition, if any.
+fn serve(queue: Shared<rd::rd_kafka_queue_t>) -> Option<Event> {
+    let mut messages: Vec<*mut rd::rd_kafka_message_t> = vec![std::ptr::null_mut(); 64];
+    let taken = unsafe { rd::rd_kafka_consume_batch_queue(queue.ptr(), 0, messages.as_mut_ptr(), 64) };
+    let mut event = None;
+    for &message in &messages[..taken.max(0) as usize] {
+        let record = unsafe { &*message };
+        if event.is_none() && record.err as i32 != 0 {
+            let reason = unsafe { cstr(rd::rd_kafka_message_errstr(message)) };
+            event = Some((record.err as i32, reason, record.offset));
+        }
+        unsafe { rd::rd_kafka_message_destroy(message) };
+    }
+    event
+}
+
 /// The consume loop of one fill, without the GIL (see `SliceReader.fill`): messages are
-/// taken from the consumer queue up to `CONSUME_CHUNK` at a time (one queue lock each).
+/// taken from the partition's queue up to `CONSUME_CHUNK` at a time (one queue lock each).
 fn consume(
     queue: Shared<rd::rd_kafka_queue_t>,
     position: i64,

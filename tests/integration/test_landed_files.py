@@ -17,6 +17,7 @@ import pytest
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+from airflow_provider_kafka_spark.spark.read.splits import Split
 from airflow_provider_kafka_spark.spark.schema import kafka_schema, utc_arrow_schema
 
 pytestmark = [pytest.mark.integration]
@@ -52,8 +53,9 @@ def comparable(metadata: pq.FileMetaData) -> dict[str, Any]:
 
 
 def land(folder: ParquetFolder) -> dict[str, Any]:
-    split = PartitionRange("orders", 3, 100, 2_600)
-    report = pa.Table.from_batches(list(folder.write(split, 7, batches(100, 2_500, 400))))
+    whole = PartitionRange("orders", 3, 100, 2_600)
+    report = pa.Table.from_batches(list(folder.write(
+        Split((whole,)), 7, [(whole, batches(100, 2_500, 400))])))
     assert report.num_rows == 1
     return report.to_pylist()[0]
 

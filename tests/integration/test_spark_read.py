@@ -158,10 +158,93 @@ def test_the_planned_read_and_the_data_source_read_the_same_splits(
     assert rows(planned.where(f"{SPLIT_END_COLUMN} IS NULL")) == expected
     ends = sorted(tuple(r[SPLIT_END_COLUMN]) for r in
                   planned.where(f"{SPLIT_END_COLUMN} IS NOT NULL").collect())
-    assert ends == sorted((s.topic, s.partition, s.start, s.stop, s.stop - s.start)
-                          for s in plan_splits(ranges, 4))
+    assert ends == sorted((r.topic, r.partition, r.start, r.stop, r.size, index, 1)
+                          for index, s in enumerate(plan_splits(ranges, 4)) for r in s.ranges)
     # One Spark partition per split of at most 4 offsets: 4 per Kafka partition.
     assert source.rdd.getNumPartitions() == planned.rdd.getNumPartitions() == 8
+
+
+def _small_transactional_partitions(kafka_config: dict[str, Any], kafka_admin: Any,
+                                    topic: str, partitions: int) -> list[Row]:
+    """Per partition 5 plain records, then one committed transaction of 2 records on every
+    partition: each range up to the log's end ends in a commit marker."""
+    stored = produce(kafka_config, topic, [(p, None, f"{p}-{i}".encode())
+                                           for p in range(partitions) for i in range(5)])
+    producer = transactional_producer(kafka_config)
+    producer.begin_transaction()
+    for p in range(partitions):
+        for i in range(2):
+            producer.produce(topic, value=f"{p}-t{i}".encode(), partition=p)
+    producer.commit_transaction(30)
+    wait_for_markers(kafka_admin, topic, partitions)
+    return stored
+
+
+def test_small_ranges_of_many_partitions_are_one_task_read_by_one_consumer(
+        spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any) -> None:
+    """Twelve ranges of 8 offsets (5 records, a transaction of 2, its marker) make one split:
+    one Spark task, one consumer, the records of every range exactly, an end row per range."""
+    topic = new_topic(partitions=12)
+    plain = _small_transactional_partitions(kafka_config, kafka_admin, topic, 12)
+    ranges = full_ranges(kafka_config, topic)
+    assert {(r.partition, r.start, r.stop) for r in ranges.ranges} == {
+        (p, 0, 8) for p in range(12)}
+    source = read_kafka(spark, ranges, kafka_config)
+    planned = read_kafka(spark, ranges, kafka_config, split_ends=True)
+
+    assert source.rdd.getNumPartitions() == planned.rdd.getNumPartitions() == 1
+    read = rows(source)
+    assert [r for r in read if r[2] < 5] == sorted(plain, key=lambda r: (r[1], r[2]))
+    assert sorted((r[1], r[2], r[4]) for r in read if r[2] >= 5) == [
+        (p, 5 + i, f"{p}-t{i}".encode()) for p in range(12) for i in range(2)]
+    assert rows(planned.where(f"{SPLIT_END_COLUMN} IS NULL")) == read
+    ends = [tuple(r[SPLIT_END_COLUMN]) for r in
+            planned.where(f"{SPLIT_END_COLUMN} IS NOT NULL").collect()]
+    assert ends == [(topic, p, 0, 8, 7, 0, 12) for p in range(12)]
+
+
+def test_a_range_ending_at_a_marker_never_waits_for_the_fetch_to_time_out(
+        kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any) -> None:
+    """The end of a range at the log's end (after a commit marker) is known from a fetch at the
+    end, which the broker holds up to fetch.wait.max.ms: the reader's default (10 ms) against
+    librdkafka's (500 ms), eight ranges read one after the other (a consumer each)."""
+    topic = new_topic(partitions=8)
+    _small_transactional_partitions(kafka_config, kafka_admin, topic, 8)
+    ranges = full_ranges(kafka_config, topic).ranges
+
+    def seconds(config: dict[str, Any]) -> float:
+        started = time.monotonic()
+        records = sum(b.num_rows for r in ranges for b in read_split(r, config))
+        assert records == 8 * 7
+        return time.monotonic() - started
+
+    waiting = seconds({**kafka_config, "fetch.wait.max.ms": 500})
+    default = seconds(kafka_config)
+    assert waiting - default > 8 * 0.4 * 0.5, (waiting, default)  # at least half the wait
+
+
+def test_a_range_of_a_shared_consumer_that_lost_offsets_goes_on_alone(
+        spark: Any, kafka_config: dict[str, Any], kafka_admin: Any, new_topic: Any) -> None:
+    """One split of three ranges; offsets of the middle one are deleted after the read was
+    planned: "fail" names that partition, "skip" reads the rest of it (a consumer of its own)
+    and every record of the other two."""
+    topic = new_topic(partitions=3)
+    stored = produce(kafka_config, topic, [(p, None, f"{p}-{i}".encode())
+                                           for p in range(3) for i in range(10)])
+    ranges = full_ranges(kafka_config, topic)
+    failing = read_kafka(spark, ranges, kafka_config)
+    lost = LostOffsets()
+    skipping = read_kafka(spark, ranges, kafka_config, on_data_loss="skip", lost=lost)
+    assert skipping.rdd.getNumPartitions() == 1
+    deleted = TopicPartition(topic, 1, 4)
+    kafka_admin.delete_records([deleted])[deleted].result(30)
+
+    with pytest.raises(DataLossError, match=rf"{topic}/1 \[0, 10\)") as caught, kafka_errors():
+        failing.collect()
+    assert caught.value.lost == {(topic, 1): 4}
+    assert rows(skipping) == [r for r in sorted(stored, key=lambda r: (r[1], r[2]))
+                              if not (r[1] == 1 and r[2] < 4)]
+    assert lost.by_partition() == {(topic, 1): 4}
 
 
 def test_a_join_never_broadcasts_the_read(spark: Any, kafka_config: dict[str, Any],

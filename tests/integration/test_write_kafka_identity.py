@@ -67,11 +67,12 @@ def _slice(kafka_config: dict[str, Any], topic: str) -> OffsetRanges:
 
 
 def _read(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, *,
-          fail_at: int | None = None) -> tuple[Any, Any]:
+          fail_at: int | None = None, grouped: bool = False) -> tuple[Any, Any]:
     """The records of ``ranges`` as read (``key``, ``value``) with the readers' end rows (one
-    split, so one Spark partition, per Kafka partition), and an accumulator counting the
-    records read (every evaluation adds its records). ``fail_at``: the record at this offset
-    fails the Spark task in the JVM, between the reader and what consumes the DataFrame."""
+    split, so one Spark partition, per Kafka partition; ``grouped``: one split of them all),
+    and an accumulator counting the records read (every evaluation adds its records).
+    ``fail_at``: the record at this offset fails the Spark task in the JVM, between the reader
+    and what consumes the DataFrame."""
     from pyspark.sql import functions as F
 
     from airflow_provider_kafka_spark.spark import read_kafka
@@ -83,8 +84,9 @@ def _read(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, *,
             seen.add(batch.column(SPLIT_END_COLUMN).null_count)
             yield batch
 
+    size = ranges.total() if grouped else max(r.size for r in ranges.ranges)
     df = read_kafka(spark, ranges, kafka_config, include_headers=False, split_ends=True,
-                    max_records_per_split=max(ranges.total(), 1))
+                    max_records_per_split=max(size, 1))
     df = df.select("key", "value", "offset", SPLIT_END_COLUMN)
     df = df.mapInArrow(count, df.schema)
     value = F.col("value")
@@ -92,6 +94,27 @@ def _read(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, *,
         value = F.when(F.col("offset") == fail_at, F.raise_error(F.lit("upstream failure"))) \
             .otherwise(value)
     return df.select("key", value.alias("value"), SPLIT_END_COLUMN), seen
+
+
+def test_an_identity_write_of_one_split_of_several_partitions_checks_each_range(
+    spark: Any, kafka_config: dict[str, Any], new_topic: Any
+) -> None:
+    """One split of the three partitions' ranges: one task, one transaction, three end rows;
+    a re-run skips the task."""
+    source, out, ledger = new_topic(partitions=3), new_topic(partitions=2), _ledger(new_topic)
+    _produced(kafka_config, source, range(ROWS), 3)
+    ranges = _slice(kafka_config, source)
+    write_id = f"grouped-{uuid.uuid4().hex}"
+    df, seen = _read(spark, kafka_config, ranges, grouped=True)
+
+    first = _write(df, kafka_config, out, ledger, write_id, ranges.identity())
+
+    assert seen.value == ROWS
+    assert first.records_written == ROWS and first.records_per_task == {0: ROWS}
+    assert _contents(kafka_config, out) == _expected()
+    again = _write(df, kafka_config, out, ledger, write_id, ranges.identity())
+    assert again.records_written == 0 and again.skipped_tasks == (0,)
+    assert _contents(kafka_config, out) == _expected()
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
 from airflow_provider_kafka_spark.spark.read.sources import kafka_options
 from airflow_provider_kafka_spark.spark.read.splits import (
     MIN_RECORDS_PER_SPLIT,
+    Split,
+    cut_ranges,
     default_max_records_per_split,
 )
 from airflow_provider_kafka_spark.spark.session import _artifact
@@ -23,7 +25,8 @@ from airflow_provider_kafka_spark.spark.session import _artifact
 def test_one_split_per_non_empty_range_by_default() -> None:
     ranges = [PartitionRange("b", 0, 0, 10), PartitionRange("a", 1, 5, 5),
               PartitionRange("a", 0, 3, 4)]
-    assert plan_splits(ranges) == [PartitionRange("a", 0, 3, 4), PartitionRange("b", 0, 0, 10)]
+    assert plan_splits(ranges) == [Split((PartitionRange("a", 0, 3, 4),)),
+                                   Split((PartitionRange("b", 0, 0, 10),))]
 
 
 @pytest.mark.parametrize("size,limit,expected", [
@@ -32,20 +35,53 @@ def test_one_split_per_non_empty_range_by_default() -> None:
     (100, 30, [(0, 25), (25, 50), (50, 75), (75, 100)]),
     (7, 1, [(i, i + 1) for i in range(7)]),
 ])
-def test_splits_are_contiguous_and_cover_the_range(size: int, limit: int,
+def test_pieces_are_contiguous_and_cover_the_range(size: int, limit: int,
                                                    expected: list[tuple[int, int]]) -> None:
-    splits = plan_splits([PartitionRange("t", 2, 1000, 1000 + size)], limit)
-    assert [(s.start - 1000, s.stop - 1000) for s in splits] == expected
-    assert all(s.size <= limit for s in splits)
+    pieces = cut_ranges([PartitionRange("t", 2, 1000, 1000 + size)], limit)
+    assert [(s.start - 1000, s.stop - 1000) for s in pieces] == expected
+    assert all(s.size <= limit for s in pieces)
+    # one partition: each piece is a split of its own
+    assert plan_splits([PartitionRange("t", 2, 1000, 1000 + size)], limit) == [
+        Split((piece,)) for piece in pieces]
 
 
 def test_every_offset_exactly_once_for_many_shapes() -> None:
     for size in range(0, 60):
         for limit in range(1, 13):
             splits = plan_splits([PartitionRange("t", 0, 7, 7 + size)], limit)
-            covered = [o for s in splits for o in range(s.start, s.stop)]
+            covered = [o for s in splits for r in s.ranges for o in range(r.start, r.stop)]
             assert covered == list(range(7, 7 + size))
             assert all(0 < s.size <= limit for s in splits)
+
+
+def test_small_ranges_of_many_partitions_share_a_split_up_to_the_size() -> None:
+    ranges = [PartitionRange(topic, p, 100, 100 + 1_000) for topic in ("b", "a")
+              for p in reversed(range(500))]
+    splits = plan_splits(ranges, 500_000)
+    assert [len(s.ranges) for s in splits] == [500, 500]
+    assert [s.size for s in splits] == [500_000, 500_000]
+    assert splits[0].ranges[0] == PartitionRange("a", 0, 100, 1_100)
+    assert splits[1].ranges[-1] == PartitionRange("b", 499, 100, 1_100)
+    # the same ranges in another order give the same splits, and the same names
+    again = plan_splits(list(reversed(ranges)), 500_000)
+    assert again == splits
+    assert [s.name() for s in again] == [s.name() for s in splits]
+    assert splits[0].name().startswith("a-0-100-1100-n500-")
+    assert splits[0].name() != splits[1].name()
+    assert Split((PartitionRange("t", 3, 5, 9),)).name() == "t-3-5-9"
+
+
+def test_a_split_never_holds_two_pieces_of_one_partition_and_keeps_the_size() -> None:
+    ranges = [PartitionRange("t", 0, 0, 25), PartitionRange("t", 1, 0, 3),
+              PartitionRange("t", 2, 0, 4), PartitionRange("u", 0, 0, 9)]
+    splits = plan_splits(ranges, 10)
+    assert [[(r.topic, r.partition, r.start, r.stop) for r in s.ranges] for s in splits] == [
+        [("t", 0, 0, 8)], [("t", 0, 8, 16)], [("t", 0, 16, 25), ], [("t", 1, 0, 3),
+                                                                     ("t", 2, 0, 4)],
+        [("u", 0, 0, 9)]]
+    for s in splits:
+        assert len({(r.topic, r.partition) for r in s.ranges}) == len(s.ranges)
+        assert s.size <= 10
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True, "10"])
@@ -117,7 +153,8 @@ def test_a_parquet_folder_stamps_its_constant_columns_and_removes_its_files(tmp_
             "timestamp": pa.array(offsets, pa.timestamp("us", tz="UTC"))})
 
     batches = [batch([10, 11]), batch([12])]
-    report = next(folder.write(PartitionRange("t", 0, 10, 13), 0, iter(batches)))
+    whole = PartitionRange("t", 0, 10, 13)
+    report = next(folder.write(Split((whole,)), 0, iter([(whole, iter(batches))])))
     row = report.to_pylist()[0]
     assert (row["records"], row["first_offset"], row["last_offset"]) == (3, 10, 12)
     written = pq.read_table(folder.location(row["file"]))

@@ -3,6 +3,7 @@ whole input from one cut short or changed on the way (no Spark job, no broker)."
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 import pyarrow as pa
@@ -56,7 +57,8 @@ def test_the_reader_adds_a_null_column_and_one_end_row_with_the_split_and_its_co
     assert all(b.column(SPLIT_END_COLUMN).null_count == b.num_rows for b in out[:3])
     end = out[-1]
     assert end.column(SPLIT_END_COLUMN).to_pylist() == [
-        {"topic": "orders", "partition": 2, "start": 100, "stop": 110, "records": 7}]
+        {"topic": "orders", "partition": 2, "start": 100, "stop": 110, "records": 7,
+         "split": 0, "ranges": 1}]
     assert end.column("key").to_pylist() == end.column("value").to_pylist() == [None]
 
 
@@ -121,9 +123,20 @@ def _table(*parts: list[pa.RecordBatch]) -> list[pa.RecordBatch]:
 @pytest.mark.parametrize(("input_", "problem"), [
     (lambda: _table(list(with_split_end(iter(_records(3)), SPLIT, MARKED)),
                     list(with_split_end(iter(_records(2)), PartitionRange("orders", 3, 0, 2),
+                                        MARKED, index=1))),
+     "holds the ends of several splits (orders/2 [100, 110), orders/3 [0, 2)): its partitions "
+     "were merged or repartitioned"),
+    (lambda: _table(list(with_split_end(iter(_records(3)), SPLIT, MARKED)),
+                    list(with_split_end(iter(_records(2)), PartitionRange("orders", 3, 0, 2),
                                         MARKED))),
-     "holds the ends of 2 splits (orders/2 [100, 110), orders/3 [0, 2)): its partitions were "
-     "merged or repartitioned"),
+     "holds the ends of 2 ranges of a split of 1 (orders/2 [100, 110), orders/3 [0, 2)): its "
+     "partitions were merged or repartitioned"),
+    (lambda: _table(*(list(with_split_end(iter(_records(n)), PartitionRange("orders", p, 0, 9),
+                                          MARKED, index=4, ranges=2))
+                      for p, n in ((2, 3), (3, 2))),
+                    [pa.RecordBatch.from_arrays([*_records(1)[0].columns,
+                                                 pa.nulls(1, SPLIT_END_TYPE)], schema=MARKED)]),
+     "holds 1 records after the end of split orders/3 [0, 9): its rows were reordered"),
     (lambda: _table(list(with_split_end(iter(_records(3)), SPLIT, MARKED)),
                     [pa.RecordBatch.from_arrays([*_records(2)[0].columns,
                                                  pa.nulls(2, SPLIT_END_TYPE)], schema=MARKED)]),
@@ -146,6 +159,46 @@ def test_an_input_changed_on_the_way_is_refused(input_: object, problem: str) ->
         "task 1 of write 'w': its input, read with read_kafka(split_ends=True), " + problem)
     assert "The transaction is aborted." in message
     assert not caught.value.retryable
+
+
+def _ranges_of_one_split(*sizes: int) -> list[pa.RecordBatch]:
+    """The marked batches of a split of ``len(sizes)`` ranges (partitions 0, 1...), the 7th of
+    its read, as the reader hands them on."""
+    return [b for p, n in enumerate(sizes)
+            for b in with_split_end(iter(_records(n)), PartitionRange("orders", p, 0, 10), MARKED,
+                                    index=7, ranges=len(sizes))]
+
+
+@pytest.mark.parametrize("rows", [1, 4, 100])
+def test_a_split_of_several_ranges_is_whole_with_the_end_of_each(rows: int) -> None:
+    ends = SplitEnds(_rebatched(_ranges_of_one_split(3, 0, 4), rows))
+
+    assert len(_consumed(ends)) == 7
+    ends.check("task 7")
+
+
+def test_a_split_of_several_ranges_cut_short_after_an_end_is_retried() -> None:
+    marked = _ranges_of_one_split(3, 2, 4)
+    ends = SplitEnds(_rebatched(marked, 1)[:8])  # 3 records, end, 2 records, end, 1 record
+
+    assert len(_consumed(ends)) == 6
+    with pytest.raises(InputTruncatedError) as caught:
+        ends.check("task 7")
+
+    assert str(caught.value).startswith(
+        "task 7 received the ends of 2 of the 3 ranges of its split and then 1 records: its "
+        "input was cut short")
+    assert caught.value.retryable
+
+
+def test_a_split_of_several_ranges_with_a_range_short_is_refused() -> None:
+    marked = _ranges_of_one_split(3, 2)
+    ends = SplitEnds([b.slice(1) if b.num_rows == 2 else b for b in marked])
+    _consumed(ends)
+
+    with pytest.raises(WriteConfigError, match=re.escape(
+            "holds 1 records of split orders/1 [0, 10) but the reader handed on 2")):
+        ends.check("task 7")
 
 
 def test_the_reader_declares_the_column_spark_and_the_writer_agree_on() -> None:

@@ -5,8 +5,9 @@ split ends), in the tasks of :func:`bounded_frame`.
 
 Driver side, :class:`KafkaBoundedReader` turns the ``ranges`` option into splits
 (:func:`~airflow_provider_kafka_spark.spark.read.splits.plan_splits`). Executor side,
-:func:`read_split` reads one split with the native reader (librdkafka, ``assign()``-ed at the
-split's start, never ``subscribe()``) and yields ``pyarrow.RecordBatch`` es in the schema of
+:func:`read_ranges` reads one split (ranges of one or more partitions) with one native
+reader (librdkafka, ``assign()``-ed at the ranges' starts, never ``subscribe()``) and yields
+``pyarrow.RecordBatch`` es in the schema of
 :func:`~airflow_provider_kafka_spark.spark.schema.kafka_schema`.
 
 Options (all strings, as Spark passes them):
@@ -80,7 +81,7 @@ from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.spark.native import SliceReader
 from airflow_provider_kafka_spark.spark.progress import reported
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
-from airflow_provider_kafka_spark.spark.read.splits import plan_splits
+from airflow_provider_kafka_spark.spark.read.splits import Split, plan_splits
 from airflow_provider_kafka_spark.spark.read.summary import (
     SplitLosses,
     SplitSummaries,
@@ -109,7 +110,8 @@ KAFKA_OPTION_PREFIX = "kafka."
 SPLIT_END_FIELD = StructField(SPLIT_END_COLUMN, StructType([
     StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("start", LongType()), StructField("stop", LongType()),
-    StructField("records", LongType())]))
+    StructField("records", LongType()), StructField("split", LongType()),
+    StructField("ranges", IntegerType())]))
 """The column of the end rows (``splitEnds``): Spark's form of
 :data:`~airflow_provider_kafka_spark.spark.split_ends.SPLIT_END_TYPE`."""
 DEFAULT_POLL_TIMEOUT = 60.0
@@ -249,10 +251,11 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
 
 
 class KafkaSplit(InputPartition):
-    """One Spark input partition: a contiguous ``[start, stop)`` slice of one Kafka partition,
-    the ``index``-th of the read."""
+    """One Spark input partition: a :class:`~airflow_provider_kafka_spark.spark.read.splits.
+    Split` (contiguous ``[start, stop)`` ranges of distinct Kafka partitions), the
+    ``index``-th of the read."""
 
-    def __init__(self, split: PartitionRange, index: int = 0) -> None:
+    def __init__(self, split: Split, index: int = 0) -> None:
         super().__init__(split)
         self.split = split
         self.index = index
@@ -323,7 +326,7 @@ class KafkaBoundedDataSource(DataSource):
 
 
 class KafkaBoundedReader(DataSourceReader):
-    """Plans splits on the driver; reads each one on an executor with :func:`read_split`."""
+    """Plans splits on the driver; reads each one on an executor with :func:`read_ranges`."""
 
     def __init__(self, options: Mapping[str, str], schema: StructType, *,
                  lost_offsets: Accumulator[Any] | None = None,
@@ -355,8 +358,19 @@ class KafkaBoundedReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, KafkaSplit)
-        batches = read_split(
-            partition.split,
+        split, index = partition.split, partition.index
+        ranges = self._ranges(split, index)
+        if self.landing is not None:
+            return self.landing.write(split, index, ranges)
+        return (batch for _, batches in ranges for batch in batches)
+
+    def _ranges(self, split: Split, index: int
+                ) -> Iterator[tuple[PartitionRange, Iterator[pa.RecordBatch]]]:
+        """Each range of ``split`` with its batches, as the read hands them on (counted,
+        reported, ended)."""
+        schema = utc_arrow_schema(self.schema)
+        for r, batches in read_ranges(
+            split,
             self.kafka_config,
             isolation_level=self.isolation_level,
             include_headers=self.include_headers,
@@ -364,20 +378,16 @@ class KafkaBoundedReader(DataSourceReader):
             poll_timeout=self.poll_timeout,
             arrow_schema=utc_arrow_schema(StructType(
                 [f for f in self.schema.fields if f.name != SPLIT_END_COLUMN])),
-            on_skip=(None if self.lost_offsets is None
-                     else functools.partial(self._count_skipped, partition.split)),
-        )
-        if self.progress_to is not None:
-            split = partition.split
-            batches = reported(batches, self.progress_to,
-                               f"{split.topic}/{split.partition}/{split.start}")
-        if self.landing is not None:
-            return self.landing.write(partition.split, partition.index, batches)
-        if self.summaries is not None:
-            batches = counted(batches, partition.split, self.summaries)
-        if self.split_ends:
-            batches = with_split_end(batches, partition.split, utc_arrow_schema(self.schema))
-        return batches
+            on_skip=None if self.lost_offsets is None else self._count_skipped,
+        ):
+            if self.progress_to is not None:
+                batches = reported(batches, self.progress_to, f"{r.topic}/{r.partition}/{r.start}")
+            if self.landing is None and self.summaries is not None:
+                batches = counted(batches, r, self.summaries)
+            if self.split_ends:
+                batches = with_split_end(batches, r, schema, index=index,
+                                         ranges=len(split.ranges))
+            yield r, batches
 
     def _count_skipped(self, split: PartitionRange, skipped: int) -> None:
         assert self.lost_offsets is not None
@@ -385,7 +395,7 @@ class KafkaBoundedReader(DataSourceReader):
 
 
 def read_split(
-    split: PartitionRange,
+    split: Split | PartitionRange,
     kafka_config: KafkaConfig | Mapping[str, Any],
     *,
     isolation_level: str = "read_committed",
@@ -393,76 +403,149 @@ def read_split(
     on_data_loss: str = "fail",
     poll_timeout: float = DEFAULT_POLL_TIMEOUT,
     arrow_schema: pa.Schema | None = None,
-    on_skip: Callable[[int], None] | None = None,
+    on_skip: Callable[[PartitionRange, int], None] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """Read exactly the records of ``split`` (offsets ``[start, stop)``) as Arrow batches.
+    """Read exactly the records of ``split`` (a :class:`~airflow_provider_kafka_spark.spark.
+    read.splits.Split`, or one range: offsets ``[start, stop)``) as Arrow batches, range after
+    range, each batch of one range; see :func:`read_ranges`."""
+    for _, batches in read_ranges(split, kafka_config, isolation_level=isolation_level,
+                                  include_headers=include_headers, on_data_loss=on_data_loss,
+                                  poll_timeout=poll_timeout, arrow_schema=arrow_schema,
+                                  on_skip=on_skip):
+        yield from batches
+
+
+def read_ranges(
+    split: Split | PartitionRange,
+    kafka_config: KafkaConfig | Mapping[str, Any],
+    *,
+    isolation_level: str = "read_committed",
+    include_headers: bool = True,
+    on_data_loss: str = "fail",
+    poll_timeout: float = DEFAULT_POLL_TIMEOUT,
+    arrow_schema: pa.Schema | None = None,
+    on_skip: Callable[[PartitionRange, int], None] | None = None,
+) -> Iterator[tuple[PartitionRange, Iterator[pa.RecordBatch]]]:
+    """Each non-empty range of ``split`` with an iterator of exactly its records as Arrow
+    batches, in the split's order; iterate each range's batches to the end before the next
+    range (the ranges share one consumer).
 
     The records are consumed and put into Arrow columns by the native reader
-    (:class:`~airflow_provider_kafka_spark._native.SliceReader`, librdkafka), with no Python
-    object per record; this function decides what its events mean.
+    (:class:`~airflow_provider_kafka_spark._native.SliceReader`, librdkafka): one consumer
+    assigned to every range at its start, fetching them all in the same requests, each
+    partition into a queue of its own; this function decides what its events mean. A fetch
+    never waits long for data that cannot come (``fetch.wait.max.ms`` defaults to 10 ms for a
+    bounded reader: the end of a range at the log's end is known at once). A range that is read
+    stops being fetched.
 
-    The split is complete once the consumer's position reaches ``stop``: a record at an offset
+    A range is complete once the consumer's position reaches ``stop``: a record at an offset
     ``>= stop`` arrives (it is dropped) or the end of the partition is reported at or after
     ``stop``. It never waits for a record at ``stop - 1``: transaction markers, aborted records
     (under ``read_committed``) and compaction leave gaps.
 
     Raises:
         ConfigurationError: librdkafka refused ``kafka_config`` (an unknown key, a bad value).
-        DataLossError: offsets of the split were deleted (``OFFSET_OUT_OF_RANGE``) and
+        DataLossError: offsets of a range were deleted (``OFFSET_OUT_OF_RANGE``) and
             ``on_data_loss="fail"``. With ``"skip"`` the reader logs a warning, counts the lost
-            offsets, calls ``on_skip`` with the split's count so far, and continues at the log
-            start offset.
+            offsets, calls ``on_skip`` with the range and its count so far, and continues at
+            the log start offset (with a consumer of that range alone).
         KafkaAuthenticationError: librdkafka reported an authentication failure.
         KafkaReadError: no progress for ``poll_timeout`` seconds (broker down, an open
             transaction holding the last stable offset below ``stop``), or a permanent error.
     """
     poll_seconds = check_timeout(poll_timeout, "poll_timeout")
-    if split.start >= split.stop:
+    ranges = [r for r in (split.ranges if isinstance(split, Split) else (split,)) if r.size > 0]
+    if not ranges:
         return
     schema = arrow_schema or utc_arrow_schema(kafka_schema(include_headers))
     watch = AuthenticationWatch(
         KafkaConfig.of(kafka_config).consumer(isolation_level=isolation_level))
     settings = native_settings(watch.settings)
-    reader = new_client(lambda _: SliceReader(settings, split.topic, split.partition,
-                                              split.start, split.stop, schema), watch.settings)
+    settings.update(_queue_limits(watch.settings, len(ranges)))
+    reader = new_client(lambda _: SliceReader(
+        settings, [(r.topic, r.partition, r.start, r.stop) for r in ranges], schema),
+        watch.settings)
     try:
-        yield from _SplitReader(reader, split, on_data_loss, poll_seconds, isolation_level,
-                                on_skip, watch).batches()
+        for index, r in enumerate(ranges):
+            alone = functools.partial(_alone, settings, r, schema=schema)
+            yield r, _RangeReader(reader, index, r, on_data_loss, poll_seconds,
+                                  isolation_level, on_skip, watch, alone).batches()
+            if len(ranges) > 1:
+                reader.pause(index)
     finally:
         reader.close()
 
 
-class _SplitReader:
-    """The position bookkeeping of one split over the native reader's fills."""
+_QUEUE_KBYTES = 65_536
+"""librdkafka's default ``queued.max.messages.kbytes`` (per partition queue): a reader of many
+ranges shares it out among them."""
 
-    def __init__(self, reader: SliceReader, split: PartitionRange, on_data_loss: str,
-                 poll_timeout: float, isolation_level: str,
-                 on_skip: Callable[[int], None] | None, watch: AuthenticationWatch) -> None:
+
+def _queue_limits(user: Mapping[str, Any], ranges: int) -> dict[str, str]:
+    """Prefetch limits for a consumer of ``ranges`` partition queues, unless the config sets
+    them: each queue keeps ``64 MiB / ranges`` (at least 256 KiB), each fetch brings at most
+    as much of a partition (at least 64 KiB), so the reader's prefetch stays near 64 MiB."""
+    if ranges <= 1:
+        return {}
+    share = _QUEUE_KBYTES // ranges
+    limits = {"queued.max.messages.kbytes": str(max(share, 256)),
+              "max.partition.fetch.bytes": str(max(share, 64) * 1024)}
+    return {k: v for k, v in limits.items() if k not in user}
+
+
+def _alone(settings: dict[str, str], r: PartitionRange, at: int, *,
+           schema: pa.Schema) -> SliceReader:
+    """A consumer of what is left of range ``r`` from ``at``, alone (after data loss)."""
+    return SliceReader(settings, [(r.topic, r.partition, at, r.stop)], schema)
+
+
+class _RangeReader:
+    """The position bookkeeping of one range of a reader (``index``) over its fills."""
+
+    def __init__(self, reader: SliceReader, index: int, split: PartitionRange,
+                 on_data_loss: str, poll_timeout: float, isolation_level: str,
+                 on_skip: Callable[[PartitionRange, int], None] | None,
+                 watch: AuthenticationWatch,
+                 alone: Callable[[int], SliceReader]) -> None:
         self.reader = reader
+        self.index = index
+        self.own: SliceReader | None = None  # the range's own consumer, after data loss
+        self.alone = alone
         self.watch = watch
         self.split = split
         self.on_data_loss = on_data_loss
         self.poll_timeout = poll_timeout
         self.isolation_level = isolation_level
         self.on_skip = on_skip
-        self.position = split.start  # the next offset this split still needs
+        self.position = split.start  # the next offset this range still needs
         self.end_of_log: int | None = None  # last end-of-partition offset seen below stop
         self.last_error: KafkaError | None = None
         self.skipped = 0
 
     def batches(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self._batches()
+        finally:
+            if self.own is not None:
+                self.own.close()
+
+    def _batches(self) -> Iterator[pa.RecordBatch]:
         stop = self.split.stop
         last_progress = time.monotonic()
         while self.position < stop:
             before = self.position
-            batch, next_offset, event = self.reader.fill(ARROW_BATCH_RECORDS, _CONSUME_WAIT)
+            if self.own is not None:
+                batch, next_offset, event = self.own.fill(0, ARROW_BATCH_RECORDS, _CONSUME_WAIT)
+            else:
+                batch, next_offset, event = self.reader.fill(self.index, ARROW_BATCH_RECORDS,
+                                                             _CONSUME_WAIT)
             if batch is not None:
                 yield batch
             self.position = max(self.position, next_offset)
             if event is not None:
                 code, reason, offset = event
                 self._event(KafkaError(code, reason), offset)
-            for code, reason in self.reader.take_errors():
+            for code, reason in self._errors():
                 self.watch.record(KafkaError(code, reason))
             if self.position > before:
                 last_progress = time.monotonic()
@@ -496,8 +579,12 @@ class _SplitReader:
             # Transient (broker down, timeouts): librdkafka retries; poll_timeout bounds it.
             self.last_error = error
 
+    def _errors(self) -> list[tuple[int, str]]:
+        errors = self.reader.take_errors()
+        return errors if self.own is None else [*errors, *self.own.take_errors()]
+
     def _data_lost(self, error: KafkaError) -> None:
-        low, _high = self.reader.watermarks(10.0)
+        low, _high = self.reader.watermarks(self.index, 10.0)
         lost = max(min(low, self.split.stop) - self.position, 0)
         detail = (f"{self._where()}: offsets {self.position}..{min(low, self.split.stop) - 1} "
                   f"were deleted while the range was being read (log start offset is now {low})")
@@ -512,10 +599,14 @@ class _SplitReader:
         log.warning("skipping lost data (on_data_loss='skip'): %s.", detail)
         self.skipped += lost
         if self.on_skip is not None:
-            self.on_skip(self.skipped)
+            self.on_skip(self.split, self.skipped)
         self.position = max(self.position, low)
-        if self.position < self.split.stop:
-            self.reader.assign(self.position)
+        if self.position < self.split.stop:  # the rest of the range, with a consumer of its own
+            if self.own is not None:
+                self.own.close()
+            else:
+                self.reader.pause(self.index)
+            self.own = self.alone(self.position)
 
     def _where(self) -> str:
         return f"{self.split.topic}/{self.split.partition} [{self.split.start}, {self.split.stop})"

@@ -1,6 +1,7 @@
 """Landing a slice as Parquet in the readers themselves: each ``kafka_bounded`` task writes the
-Arrow batches of its split into one Parquet file as they come from the native reader, and
-returns one row that reports the file and the split's counts. The records never become Spark
+Arrow batches of its split (one or more partition ranges) into one Parquet file as they come
+from the native reader, and returns one row per range that reports its counts (the file on the
+row of the split's first range). The records never become Spark
 rows, so the JVM does no work per record.
 
 :func:`land_kafka` is what :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` runs for
@@ -8,8 +9,10 @@ a sink that takes such files (``FileSink`` with Parquet, no ``partition_by``, on
 system or S3) when there is nothing to decode or transform. A local folder is the sink's
 staging folder: a failed or repeated task may leave a file there that no report names, which
 the sink deletes before its commit (:meth:`Landing.files`). On S3 the objects go straight to
-their final keys, named by their split (``part-<topic>-<partition>-<start>-<stop>``: a retry
-or a re-run of the pinned slice rewrites the same keys), each complete or not at all
+their final keys, named by their split (``part-<topic>-<partition>-<start>-<stop>``, with
+``-n<ranges>-<digest>`` for a split of several ranges:
+:meth:`~airflow_provider_kafka_spark.spark.read.splits.Split.name`; a retry or a re-run of the
+pinned slice rewrites the same keys), each complete or not at all
 (:class:`~airflow_provider_kafka_spark.s3.ObjectUpload`); the sink's publish makes them the
 run's.
 """
@@ -40,6 +43,7 @@ from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.s3 import ObjectUpload, S3Settings, is_s3, split_s3
+from airflow_provider_kafka_spark.spark.read.splits import Split
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
 
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -58,8 +62,9 @@ REPORT_SCHEMA = StructType([
     StructField("file_size", LongType()), StructField("modified_ms", LongType()),
     StructField("footer", BinaryType()),
 ])
-"""One row per split of a landing read: its counts and the file it wrote (``file`` None: no
-records), with what :class:`LandedFile` holds of it."""
+"""One row per range of a landing read: its counts and, on the row of its split's first range,
+the file the split wrote (``file`` None: no records, or not the first range), with what
+:class:`LandedFile` holds of it."""
 
 _ARROW_REPORT = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
@@ -148,21 +153,24 @@ class ParquetFolder:
                 pa.repeat(pa.scalar(0, pa.int32()), batch.num_rows), pa.array([value], pa.string())))
         return batch
 
-    def write(self, split: PartitionRange, index: int,
-              batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Write ``batches`` (split ``index``) into a new file of the folder; yield the report."""
+    def write(self, split: Split, index: int,
+              ranges: Iterable[tuple[PartitionRange, Iterable[pa.RecordBatch]]]
+              ) -> Iterator[pa.RecordBatch]:
+        """Write the batches of each range of ``split`` (the ``index``-th of the read) into one
+        new file of the folder; yield the report (a row per range)."""
         codec = "none" if self.compression == "uncompressed" else self.compression
         suffix = "parquet" if codec == "none" else f"{codec}.parquet"
         upload: ObjectUpload | None = None
         if self.s3 is not None:  # the split's own key: a retry rewrites it
-            name = f"part-{split.topic}-{split.partition}-{split.start}-{split.stop}.{suffix}"
+            name = f"part-{split.name()}.{suffix}"
             bucket, prefix = split_s3(self.path)
             upload = ObjectUpload(self.s3.client(), bucket, f"{prefix}/{name}".lstrip("/"))
             path: Any = upload
         else:  # named as Spark names its part files (the split's index, a UUID, the codec)
             name = f"part-{index:05d}-{uuid.uuid4()}-c000.{suffix}"
             path = os.path.join(self.path, name)
-        counts, writer = SplitCounts(), None
+        counted: list[tuple[PartitionRange, SplitCounts]] = []
+        writer = None
         landed: LandedFile | None = None
         group: list[pa.RecordBatch] = []  # the next row group, written once about ROW_GROUP_BYTES
 
@@ -173,16 +181,19 @@ class ParquetFolder:
             group.clear()
 
         try:
-            for batch in batches:
-                if batch.num_rows == 0:
-                    continue
-                counts = counts.add(batch)
-                batch = self._stamped(batch)
-                if writer is None:
-                    writer = pq.ParquetWriter(path, batch.schema, compression=codec)
-                group.append(batch)
-                if sum(b.nbytes for b in group) >= ROW_GROUP_BYTES:
-                    flush()
+            for r, batches in ranges:
+                counts = SplitCounts()
+                for batch in batches:
+                    if batch.num_rows == 0:
+                        continue
+                    counts = counts.add(batch)
+                    batch = self._stamped(batch)
+                    if writer is None:
+                        writer = pq.ParquetWriter(path, batch.schema, compression=codec)
+                    group.append(batch)
+                    if sum(b.nbytes for b in group) >= ROW_GROUP_BYTES:
+                        flush()
+                counted.append((r, counts))
             if group:
                 flush()
             if writer is not None:
@@ -200,20 +211,19 @@ class ParquetFolder:
             elif writer is not None:
                 writer.close()
             raise
-        yield pa.RecordBatch.from_pylist([{
-            "topic": split.topic, "partition": split.partition, "start": split.start,
-            "records": counts.records, "first_offset": counts.first_offset,
-            "last_offset": counts.last_offset, "min_us": counts.min_us,
-            "max_us": counts.max_us, "bytes": counts.bytes,
-            **({} if landed is None else {  # no records: no file, these stay null
-                "file": landed.name, "file_size": landed.size,
-                "modified_ms": landed.modified_ms, "footer": landed.footer})}],
-            schema=_ARROW_REPORT)
+        rows: list[dict[str, Any]] = [{"topic": r.topic, "partition": r.partition, "start": r.start,
+                 "records": counts.records, "first_offset": counts.first_offset,
+                 "last_offset": counts.last_offset, "min_us": counts.min_us,
+                 "max_us": counts.max_us, "bytes": counts.bytes} for r, counts in counted]
+        if landed is not None:  # no records: no file, these stay null
+            rows[0].update({"file": landed.name, "file_size": landed.size,
+                            "modified_ms": landed.modified_ms, "footer": landed.footer})
+        yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_REPORT)
 
 
 @dataclass(frozen=True)
 class Landing:
-    """What a landing read reported: per split, its counts and its file."""
+    """What a landing read reported: per range, its counts, and per split its file."""
 
     reports: tuple[Mapping[str, Any], ...]
 
