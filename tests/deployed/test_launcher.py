@@ -1,9 +1,10 @@
 """``scripts/airflow-local`` as a user drives it, on the session's stack (started with
 ``extra_dags``, which is what ``start --dags FOLDER`` passes): a DAG file of the user's own in
 that folder is parsed beside the example DAGs and its run resolves exactly the offsets produced;
-``start --dags FOLDER`` against the running stack answers with it; ``restart scheduler`` ends
-the scheduler, starts a new one (a new pid, the old one gone) and returns with the stack
-healthy, and the user's DAG runs again under the new scheduler and resolves the new offsets.
+``start --dags FOLDER`` against the running stack answers with it, and ``airflow ARGS`` runs
+Airflow's CLI on it; ``restart scheduler`` ends the scheduler, starts a new one (a new pid, the
+old one gone) and returns with the stack healthy, and the user's DAG runs again under the new
+scheduler and resolves the new offsets.
 The default metadata DB is PostgreSQL where its binaries are (the session's stack is the
 default one), SQLite where they are missing; what ``start`` prints of a stack on SQLite says
 what fails on it (and why it is SQLite, when PostgreSQL is missing); of one on PostgreSQL,
@@ -96,6 +97,10 @@ def test_a_dag_folder_of_ones_own_and_a_restarted_scheduler(
         airflow.wait_parsed(dag_id, PARSE_TIMEOUT_S)
         listed = {d["dag_id"] for d in airflow.call("GET", "/api/v2/dags?limit=100")["dags"]}
         assert {dag_id, *EXAMPLE_DAGS} <= listed
+        # `airflow-local airflow ARGS` (README's backfill steps): Airflow's CLI on the stack's DB.
+        cli = launcher("airflow", "--dir", str(stack.run_dir), "dags", "list", "-o", "json")
+        assert cli.returncode == 0, cli.stderr
+        assert [name for name in (dag_id, *EXAMPLE_DAGS) if f'"{name}"' not in cli.stdout] == []
         assert resolved(airflow, dag_id) == [(0, 0, 3), (1, 0, 2)]
 
         before = read_pid(stack.run_dir, "scheduler")
