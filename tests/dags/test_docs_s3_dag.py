@@ -26,8 +26,10 @@ from unittest import mock
 
 import pytest
 
+from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.sinks import published_files
+from airflow_provider_kafka_spark.spark.read.splits import Split
 from tests.support.dag_data import T0, T1, arrange
 from tools.s3_server import S3Endpoint, local_s3
 
@@ -123,9 +125,10 @@ def test_the_docs_dag_lands_one_hour_partition_on_s3(
     settings = S3Settings(endpoint_url=lake.url, region=lake.region, access_key=lake.access_key,
                           secret_key=lake.secret_key, path_style=True)
     files = published_files(folder, settings)
-    # The readers' objects, one per split with records (partition 2 has none in the hour).
-    assert files == [f"{folder}/part-{topic}-0-3-8.snappy.parquet",
-                     f"{folder}/part-{topic}-1-0-4.snappy.parquet"]
+    # The readers' object: one split of the ranges with records (partition 2 has none in the
+    # hour), one file named by it.
+    split = Split((PartitionRange(topic, 0, 3, 8), PartitionRange(topic, 1, 0, 4)))
+    assert files == [f"{folder}/part-{split.name()}.snappy.parquet"]
     got = Counter((r["partition"], r["offset"], bytes(r["key"]), bytes(r["value"]))
                   for r in spark.read.parquet(*files).collect())
     assert got == Counter(produced["I1"])
