@@ -4,6 +4,9 @@ Kafka source into the same destination, and vs the Python peers Daft and Ray Dat
 
     .venv/bin/python benchmarks/ingest.py [--records 2000000] [--repeats 5] [--cases ...]
     .venv/bin/python benchmarks/ingest.py --records 50000 --repeats 1 --rss-records ''  # smoke
+    .venv/bin/python benchmarks/ingest.py --cases many_partitions --repeats 2 --merge
+    .venv/bin/python benchmarks/ingest.py --cases many_partitions --records 20000 --repeats 1 \
+        --partition-curve 6,60 --out /tmp/many/ingest.json  # smoke of many_partitions
 
 Starts a broker (``tools/local_broker``: ``scripts/kafka-broker``, stopped by its pid) unless
 ``--bootstrap`` is given, and produces, once:
@@ -14,7 +17,13 @@ Starts a broker (``tools/local_broker``: ``scripts/kafka-broker``, stopped by it
   commit marker; resolved ``earliest``..``latest`` with ``read_committed``;
 * the **plain slice**: the same N records in a second topic, no transactions (for the peers,
   whose readers count offsets);
-* for ``rss``: a plain topic of the largest ``--rss-records`` size.
+* for ``rss``: a plain topic of the largest ``--rss-records`` size;
+* for ``many_partitions``: per count of ``--partition-curve`` (6, 60, 300, 1,000) a topic of
+  that many partitions holding the same N committed records (``--records``, here 1,000,000 by
+  default: 1,000 per partition at 1,000 partitions), round-robin, the last record of each
+  partition in one committed transaction across all of them (every partition ends in a commit
+  marker); resolved ``earliest``..``latest`` with ``read_committed``. Each topic is made just
+  before its rounds and deleted after them.
 
 Then, per case, one warm-up round and ``--repeats`` interleaved rounds (the order alternates),
 each run into a fresh destination, each checked (the output's record count, read back after
@@ -42,7 +51,22 @@ the timed part, equals the committed records):
   fresh destination): ``tables_main``;
 * ``peers``: ``ingest(..., FileSink(path))`` of the plain slice vs
   ``daft.read_kafka(...).write_parquet(p)`` and ``ray.data.read_kafka(...)
-  .drop_columns(["headers"]).write_parquet(p)`` of it, with per-partition offsets.
+  .drop_columns(["headers"]).write_parquet(p)`` of it, with per-partition offsets;
+* ``many_partitions`` (issue 54): at each partition count, ``ingest(..., FileSink(path))`` vs
+  Spark's source ``.write.parquet(path)`` as users run it (its defaults: a task per Kafka
+  partition, no ``maxOffsetsPerTrigger``; the same offsets as JSON, read_committed,
+  ``includeHeaders``), each run's Parquet files counted; before each of ours' runs, untimed,
+  an ingest of two records starts Spark's Python workers again (Spark ends a worker idle for a
+  minute, and Spark's rounds at 1,000 partitions take minutes). The most partitions give
+  ``ratio_many_partitions_vs_spark``, ``ratio_cpu_many_partitions_vs_spark`` and
+  ``files_many_partitions`` (ours' files); ``cpu_ratio_1000_vs_6_partitions`` is ours' CPU per
+  million at the most partitions over the fewest; the curve goes to
+  ``results/ingest_many_partitions.png``. Expected wall time on 2 quiet cores: about 4-5
+  minutes per round of Spark's at 1,000 partitions (at a commit marker each of its tasks waits
+  ``fetch.max.wait.ms``, 500 ms: ~0.3 s per partition on two cores) and 1.5 at 300, seconds
+  for ours; about 25 minutes with ``--repeats 2`` (a warm-up and 2 rounds per count), about 50
+  with the default 5. It keeps its own ``--records``, so ``--merge`` takes it into an
+  ``ingest.json`` of 2,000,000 records.
 
 Spark runs ``local[2]``. ``iceberg``/``delta`` run in ``.venv-tables`` (PySpark 4.1 with the
 table runtimes: this script starts itself there as a subprocess with the same broker and the
@@ -89,8 +113,12 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.measure import KINDS, ProcessTree, cpu_panel, spread  # noqa: E402
 
-CASES = ("parquet", "s3", "kafka", "iceberg", "delta", "s3_iceberg", "s3_delta", "peers", "rss")
+CASES = ("parquet", "s3", "kafka", "iceberg", "delta", "s3_iceberg", "s3_delta", "peers", "rss",
+         "many_partitions")
 PARTITIONS = 6
+SLICE_RECORDS = 2_000_000  # --records' default: the slice of the 6-partition cases
+MANY_RECORDS = 1_000_000  # --records' default in many_partitions: an hourly slice of 1,000 x 1,000
+PARTITION_CURVE = "6,60,300,1000"  # --partition-curve's default: many_partitions' topics
 TAIL = 1_000  # the committed transaction at the end: the stall slice
 ABORTED = 1_000
 SPARK_KAFKA_POM = ROOT / "tools" / "spark-kafka" / "pom.xml"
@@ -111,8 +139,13 @@ TARGETS = {
     "iceberg_vs_spark": (1.5, 0.7), "delta_vs_spark": (1.5, 0.7),
     "s3_iceberg_vs_spark": (1.5, 0.7), "s3_delta_vs_spark": (1.5, 0.7),
     "parquet_vs_daft": (1.0, 1.0), "parquet_vs_ray": (1.0, 1.0),
+    "many_partitions_vs_spark": (10.0, 0.25),
 }
 RSS_TARGET = 1.3
+# many_partitions: ours' CPU per million at the curve's most partitions (1,000) / at its fewest
+# (6), at most; the Parquet files ours lands at the most partitions, at most
+MANY_CPU_TARGET = 2.0
+MANY_FILES_TARGET = 16
 PUBLISH_TARGET = 1.5  # the publish of a re-run hour of 10x the bytes vs 1x, seconds: at most
 
 
@@ -130,17 +163,18 @@ def delete_topics(config: dict[str, Any], topics: list[str]) -> None:
         with contextlib.suppress(Exception):
             future.result(60)
 
-def create_topic(config: dict[str, Any], topic: str, timeout: float = 30.0) -> None:
-    """``topic`` with ``PARTITIONS`` partitions, once every partition has a leader."""
+def create_topic(config: dict[str, Any], topic: str, timeout: float = 30.0,
+                 count: int = PARTITIONS) -> None:
+    """``topic`` with ``count`` partitions, once every partition has a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient(config)
-    admin.create_topics([NewTopic(topic, PARTITIONS, 1, config={"retention.ms": "-1"})])[
+    admin.create_topics([NewTopic(topic, count, 1, config={"retention.ms": "-1"})])[
         topic].result(timeout)
     deadline = time.monotonic() + timeout
     while True:
         partitions = admin.list_topics(topic=topic, timeout=timeout).topics[topic].partitions
-        if len(partitions) == PARTITIONS and all(p.leader >= 0 for p in partitions.values()):
+        if len(partitions) == count and all(p.leader >= 0 for p in partitions.values()):
             return
         assert time.monotonic() < deadline, f"{topic}: partitions without a leader"
         time.sleep(0.1)
@@ -153,8 +187,9 @@ def _value(i: int, value_bytes: int) -> bytes:
 
 
 def produce_plain(config: dict[str, Any], topic: str, first: int, count: int,
-                  value_bytes: int) -> None:
-    """Records ``first``..``first + count`` round-robin, with the native batch producer."""
+                  value_bytes: int, partitions: int = PARTITIONS) -> None:
+    """Records ``first``..``first + count`` round-robin over ``partitions``, with the native
+    batch producer."""
     import pyarrow as pa
 
     from airflow_provider_kafka_spark.offsets.config import native_settings
@@ -168,23 +203,23 @@ def produce_plain(config: dict[str, Any], topic: str, first: int, count: int,
         producer.produce_batch(pa.RecordBatch.from_pydict({
             "key": pa.array([b"%012d" % i for i in ids], pa.binary()),
             "value": pa.array([_value(i, value_bytes) for i in ids], pa.binary()),
-            "partition": pa.array([i % PARTITIONS for i in ids], pa.int32()),
+            "partition": pa.array([i % partitions for i in ids], pa.int32()),
         }), topic)
     assert producer.flush(120) == 0
     assert producer.delivery_failures()[0] == 0, producer.delivery_failures()
 
 
 def produce_transaction(config: dict[str, Any], topic: str, first: int, count: int,
-                        value_bytes: int, commit: bool) -> None:
-    """One transaction of ``count`` records round-robin (confluent-kafka's transactional
-    producer), committed or aborted."""
+                        value_bytes: int, commit: bool, partitions: int = PARTITIONS) -> None:
+    """One transaction of ``count`` records round-robin over ``partitions`` (confluent-kafka's
+    transactional producer), committed or aborted."""
     from tools.kafka_records import transactional_producer
 
     producer = transactional_producer(config)
     producer.begin_transaction()
     for i in range(first, first + count):
         producer.produce(topic, key=b"%012d" % i, value=_value(i, value_bytes),
-                         partition=i % PARTITIONS)
+                         partition=i % partitions)
         producer.poll(0)
     assert producer.flush(60) == 0
     if commit:
@@ -237,6 +272,39 @@ def produce_slices(config: dict[str, Any], records: int, value_bytes: int,
     print(f"produced {records:,} records into {topic} ({kind}, offsets {ranges.total():,}) in "
           f"{time.monotonic() - started:.1f}s", flush=True)
     return topic, ranges, tail
+
+
+def produce_wide(config: dict[str, Any], partitions: int, records: int,
+                 value_bytes: int) -> tuple[str, Any, float]:
+    """A fresh topic of ``partitions`` partitions holding ``records`` committed records
+    round-robin: ``records - partitions`` plain ones, then one committed transaction of one
+    record per partition, so every partition ends in its commit marker (an hourly slice of a
+    wide topic). The topic, its ranges (``earliest``..``latest``, read_committed: ``records +
+    partitions`` offsets, the markers included) and the seconds it took (creating 1,000
+    partitions takes a few)."""
+    from confluent_kafka.admin import AdminClient
+
+    from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
+    from tools.kafka_records import wait_for_markers
+
+    assert records >= 2 * partitions, (f"--records {records:,} must be at least twice the "
+                                       f"partitions ({partitions:,})")
+    topic = f"bench-ingest-wide{partitions}-{uuid.uuid4().hex[:8]}"
+    started = time.monotonic()
+    create_topic(config, topic, timeout=120.0, count=partitions)
+    created = time.monotonic() - started
+    bulk = records - partitions
+    produce_plain(config, topic, 0, bulk, value_bytes, partitions)
+    produce_transaction(config, topic, bulk, partitions, value_bytes, commit=True,
+                        partitions=partitions)
+    wait_for_markers(AdminClient(config), topic, partitions, 120)
+    ranges = resolve_offsets(config, Subscription.topics([topic]), "earliest", "latest")
+    assert len(ranges.ranges) == partitions and ranges.total() == records + partitions, ranges
+    seconds = time.monotonic() - started
+    print(f"produced {records:,} records into {topic} ({partitions:,} partitions, each ending "
+          f"in a commit marker; offsets {ranges.total():,}) in {seconds:.1f}s (the topic's "
+          f"creation {created:.1f}s)", flush=True)
+    return topic, ranges, seconds
 
 
 def offsets_json(ranges: Any) -> tuple[str, str, str]:
@@ -682,6 +750,91 @@ def case_rss(spark: Any, bootstrap: str, sizes: list[int], value_bytes: int) -> 
     }
 
 
+def case_many_partitions(spark: Any, bootstrap: str, records: int, value_bytes: int,
+                         curve: list[int], repeats: int) -> dict[str, Any]:
+    """The same ``records`` committed records in a topic of each count of ``curve``
+    partitions (:func:`produce_wide`), fewest first, landed as Parquet by both sides
+    (:func:`many_partitions_point`); each topic deleted after its rounds. The most partitions
+    (1,000) are the case's ``sides``; every count is a point of ``curve``."""
+    config = {"bootstrap.servers": bootstrap}
+    points: dict[str, Any] = {}
+    with scratch_dir("many") as folder:
+        for partitions in sorted(set(curve)):
+            topic, ranges, produce_s = produce_wide(config, partitions, records, value_bytes)
+            try:
+                sides = many_partitions_point(spark, bootstrap, ranges, records, repeats,
+                                              folder)
+            finally:
+                delete_topics(config, [topic])
+            points[str(partitions)] = {"partitions": partitions, "offsets": ranges.total(),
+                                       "produce_s": round(produce_s, 1), "sides": sides}
+    most = str(max(curve))
+    return {
+        "records": records,
+        "value_bytes": value_bytes,
+        "partitions": max(curve),
+        "slice": "records - partitions plain records round-robin, then one committed "
+                 "transaction of one record per partition (every partition ends in its commit "
+                 "marker); earliest..latest, read_committed",
+        "sides": points[most]["sides"],
+        "curve": points,
+    }
+
+
+def many_partitions_point(spark: Any, bootstrap: str, ranges: Any, committed: int,
+                          repeats: int, folder: Path) -> dict[str, Any]:
+    """One point of ``many_partitions``: ``ingest(..., FileSink(path))`` vs Spark's source
+    ``.write.parquet(path)`` (its defaults: one task per Kafka partition, no
+    ``maxOffsetsPerTrigger``) of ``ranges``, a warm-up and ``repeats`` interleaved rounds
+    (:func:`compare`), each run checked for its rows; per side the Parquet files each run
+    landed (``files``: the last run's, ``runs_files``: every run's, the warm-up first).
+
+    Before each of ours' runs, untimed, an ingest of one record of each of two partitions in
+    two splits: Spark ends a Python worker idle for a minute (a constant of Spark's), and
+    Spark's own rounds at hundreds of partitions take minutes, so without it ours would pay
+    new workers (importing pyarrow and the package) at 1,000 partitions and not at 6, where
+    Spark's rounds take seconds; with it ours' workers are as warm at every point."""
+    from airflow_provider_kafka_spark.offsets import OffsetRanges, PartitionRange
+    from airflow_provider_kafka_spark.sinks import FileSink
+    from airflow_provider_kafka_spark.spark import ingest
+
+    config = {"bootstrap.servers": bootstrap}
+    first_records = OffsetRanges(tuple(PartitionRange(r.topic, r.partition, r.start, r.start + 1)
+                                       for r in ranges.ranges[:2]))
+    files: dict[str, list[int]] = {"ours": [], "spark": []}
+
+    def ours(path: Path) -> Any:
+        return ingest(spark, ranges, config, FileSink(str(path)))
+
+    def theirs(path: Path) -> None:
+        spark_source(spark, bootstrap, ranges).write.parquet(str(path))
+
+    def run(side: str, action: Callable[[Path], Any]) -> Run:
+        def one(_round: int) -> tuple[float, dict[str, float]]:
+            if side == "ours":  # the Python workers started again, untimed (see above)
+                warm = fresh(folder)
+                ingest(spark, first_records, config, FileSink(str(warm)),
+                       max_records_per_split=1, progress_every=None)
+                shutil.rmtree(warm)
+            path = fresh(folder)
+            result = measured(lambda: action(path))
+            written = parquet_rows(path)
+            assert written == committed, (f"many_partitions {side}: {written} rows, expected "
+                                          f"{committed}")
+            files[side].append(sum(1 for _ in path.rglob("*.parquet")))
+            shutil.rmtree(path)
+            return result
+        return one
+
+    sides = compare(f"many_partitions {len(ranges.ranges)}",
+                    {"ours": run("ours", ours), "spark": run("spark", theirs)}, repeats,
+                    committed)
+    for side, counts in files.items():
+        sides[side]["files"] = counts[-1]
+        sides[side]["runs_files"] = counts
+    return sides
+
+
 # -- the peers: Daft and Ray Data in .cache/venv-peers ---------------------------------------
 
 def ensure_peers_venv() -> None:
@@ -1049,7 +1202,8 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
              "iceberg_vs_spark": ("iceberg", "spark"), "delta_vs_spark": ("delta", "spark"),
              "s3_iceberg_vs_spark": ("s3_iceberg", "spark"),
              "s3_delta_vs_spark": ("s3_delta", "spark"),
-             "parquet_vs_daft": ("peers", "daft"), "parquet_vs_ray": ("peers", "ray")}
+             "parquet_vs_daft": ("peers", "daft"), "parquet_vs_ray": ("peers", "ray"),
+             "many_partitions_vs_spark": ("many_partitions", "spark")}
     out: dict[str, Any] = {}
     for key, (case, peer) in sides.items():
         found = cases.get(case)
@@ -1064,10 +1218,33 @@ def ratios(cases: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def merge_refused(old: dict[str, Any], args: argparse.Namespace) -> str | None:
-    """Why this run's results cannot go into ``old`` (another slice or master), or None."""
-    for key, value in (("records", args.records), ("value_bytes", args.value_bytes),
+def many_partitions_keys(cases: dict[str, Any]) -> dict[str, Any]:
+    """``cpu_ratio_1000_vs_6_partitions`` (ours' median CPU seconds per million at the curve's
+    most partitions / at its fewest) and ``files_many_partitions`` (the Parquet files ours
+    landed at the most partitions); None without the case."""
+    found = cases.get("many_partitions")
+    if not found:
+        return {"cpu_ratio_1000_vs_6_partitions": None, "files_many_partitions": None}
+    curve = found["curve"]
+    most, fewest = max(curve, key=int), min(curve, key=int)
+
+    def cpu(point: str) -> float:
+        return float(curve[point]["sides"]["ours"]["cpu_s_per_million"]["median"])
+
+    return {"cpu_ratio_1000_vs_6_partitions": (round(cpu(most) / cpu(fewest), 3)
+                                               if most != fewest else None),
+            "files_many_partitions": found["sides"]["ours"]["files"]}
+
+
+def merge_refused(old: dict[str, Any], args: argparse.Namespace, records: int | None
+                  ) -> str | None:
+    """Why this run's results cannot go into ``old`` (another slice or master), or None.
+    ``records``: the slice of this run's 6-partition cases, None without any
+    (``many_partitions`` keeps its own records in its case)."""
+    for key, value in (("records", records), ("value_bytes", args.value_bytes),
                        ("spark_master", args.master)):
+        if key == "records" and (value is None or old.get(key) is None):
+            continue
         if old.get(key) != value:
             return (f"--merge: {args.out} holds {key}={old.get(key)!r}, this run {value!r}; "
                     "run with the same settings or write another --out")
@@ -1089,8 +1266,11 @@ def merged(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     return {
         **old, **{k: v for k, v in new.items() if k.startswith(("ratio_", "rss_", "publish_"))
                   and v is not None},
+        "records": old.get("records") or new.get("records"),
+        "transactions": old.get("transactions") or new.get("transactions"),
         "cases_run": list(dict.fromkeys([*old["cases_run"], *new["cases_run"]])),
         **ratios(cases),
+        **many_partitions_keys(cases),
         "rss_ratio_10m_vs_1m": cases.get("rss", {}).get("rss_ratio_10m_vs_1m"),
         "publish_s_ratio_10x": cases.get("s3", {}).get("publish", {}).get(
             "publish_s_ratio_10x"),
@@ -1107,13 +1287,18 @@ def target_lines(result: dict[str, Any]) -> list[str]:
             shown = "not run" if value is None else f"{value:.2f}x"
             met = "" if value is None else (
                 "  met" if (value >= target if sign == ">=" else value <= target) else "  missed")
-            lines.append(f"{name:<30} {shown:>8}   target {sign} {target}x{met}")
+            lines.append(f"{name:<34} {shown:>8}   target {sign} {target}x{met}")
     for name, target in (("rss_ratio_10m_vs_1m", RSS_TARGET),
-                         ("publish_s_ratio_10x", PUBLISH_TARGET)):
+                         ("publish_s_ratio_10x", PUBLISH_TARGET),
+                         ("cpu_ratio_1000_vs_6_partitions", MANY_CPU_TARGET)):
         value = result.get(name)
         shown = "not run" if value is None else f"{value:.2f}x"
         met = "" if value is None else ("  met" if value <= target else "  missed")
-        lines.append(f"{name:<30} {shown:>8}   target <= {target}x{met}")
+        lines.append(f"{name:<34} {shown:>8}   target <= {target}x{met}")
+    files = result.get("files_many_partitions")
+    met = "" if files is None else ("  met" if files <= MANY_FILES_TARGET else "  missed")
+    lines.append(f"{'files_many_partitions':<34} {'not run' if files is None else files:>8}   "
+                 f"target <= {MANY_FILES_TARGET}{met}")
     return lines
 
 
@@ -1163,10 +1348,55 @@ def chart(result: dict[str, Any], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def chart_many_partitions(found: dict[str, Any], master: str, path: Path) -> None:
+    """The ``many_partitions`` curve: records/s, CPU seconds per million and the Parquet files
+    landed, per partition count and engine (medians, whiskers min-max)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    counts = sorted(int(p) for p in found["curve"])
+    fig, (speed, cost, files) = plt.subplots(1, 3, figsize=(15, 4.8))
+    for side, color, label in (("ours", "#2f6db5", "ingest(..., FileSink)"),
+                               ("spark", "#e08a1e", "Spark's Kafka source -> .write.parquet")):
+        numbers = [found["curve"][str(p)]["sides"][side] for p in counts]
+        rate = [n["records_per_s"] / 1000 for n in numbers]
+        speed.errorbar(counts, rate, fmt="o-", color=color, capsize=4, label=label, yerr=[
+            [r - n["records_per_s_spread"]["min"] / 1000 for r, n in zip(rate, numbers,
+                                                                         strict=True)],
+            [n["records_per_s_spread"]["max"] / 1000 - r for r, n in zip(rate, numbers,
+                                                                         strict=True)]])
+        cpu = [n["cpu_s_per_million"] for n in numbers]
+        cost.errorbar(counts, [c["median"] for c in cpu], fmt="o-", color=color, capsize=4,
+                      label=label, yerr=[[c["median"] - c["min"] for c in cpu],
+                                         [c["max"] - c["median"] for c in cpu]])
+        files.plot(counts, [n["files"] for n in numbers], "o-", color=color, label=label)
+    for ax, title in ((speed, "records per second (thousands)"),
+                      (cost, "CPU seconds per million records (all processes)"),
+                      (files, "Parquet files landed per run")):
+        ax.set_xscale("log")
+        ax.minorticks_off()
+        ax.set_xticks(counts, [f"{p:,}" for p in counts])
+        ax.set_xlabel("partitions of the topic")
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+    speed.set_yscale("log")
+    files.set_yscale("log")
+    files.axhline(MANY_FILES_TARGET, color="grey", linestyle=":", linewidth=1)
+    speed.legend(fontsize=8)
+    fig.suptitle(f"many_partitions: {found['records']:,} committed records x "
+                 f"{found['value_bytes']} B at every partition count, each partition ending in "
+                 f"a commit marker; {master}, medians and min-max of the rounds", fontsize=11)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=2_000_000,
-                        help="committed records of the slice")
+    parser.add_argument("--records", type=int,
+                        help=f"committed records of the slice (default {SLICE_RECORDS:,}; in "
+                             f"many_partitions {MANY_RECORDS:,} at every partition count)")
     parser.add_argument("--value-bytes", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=5, help="rounds after the warm-up")
     parser.add_argument("--cases", default=",".join(CASES),
@@ -1179,6 +1409,10 @@ def main() -> int:
     parser.add_argument("--daft-timeout-ms", type=int, default=1000,
                         help="Daft's timeout_ms in the throughput runs (it waits that long at "
                              "the end of each partition)")
+    parser.add_argument("--partition-curve", default=PARTITION_CURVE,
+                        help="many_partitions: the partition counts of its topics, the same "
+                             "records in each (the most: the case's ratios; the fewest: the 6 "
+                             "of cpu_ratio_1000_vs_6_partitions)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--driver-memory", default="2g")
     parser.add_argument("--bootstrap", help="bootstrap.servers of a running broker")
@@ -1186,7 +1420,8 @@ def main() -> int:
     parser.add_argument("--merge", action="store_true",
                         help="keep the other cases of --out: put this run's cases into it (the "
                              "ratios of all cases recomputed) and draw this run's chart as "
-                             "<out>_<cases>.png; the same --records, --value-bytes, --master")
+                             "<out>_<cases>.png; the same --records, --value-bytes, --master "
+                             "(many_partitions keeps its own --records)")
     # the script's own subprocesses
     parser.add_argument("--peer", choices=("daft", "ray"), help=argparse.SUPPRESS)
     parser.add_argument("--tables-phase", help=argparse.SUPPRESS)
@@ -1214,10 +1449,23 @@ def main() -> int:
     sizes = [int(n) for n in args.rss_records.split(",") if n.strip()]
     if not sizes and "rss" in cases:
         cases.remove("rss")
-    spark_cases = [c for c in cases if c in ("parquet", "s3", "kafka", "peers", "rss")]
+    spark_cases = [c for c in cases if c in ("parquet", "s3", "kafka", "peers", "rss",
+                                             "many_partitions")]
     table_cases = [c for c in cases if c in TABLE_CASES]
     if table_cases and not TABLES_PYTHON.exists():
         parser.error(f"{','.join(table_cases)} need {TABLES_PYTHON} (make tables-setup)")
+    # the transactional slice of 6 partitions: every case but rss and many_partitions reads it
+    on_slice = [c for c in cases if c not in ("rss", "many_partitions")]
+    records = (args.records or SLICE_RECORDS) if on_slice else None
+    many_records = args.records or MANY_RECORDS
+    try:
+        curve = sorted({int(n) for n in args.partition_curve.split(",") if n.strip()})
+    except ValueError:
+        parser.error(f"--partition-curve {args.partition_curve!r}: partition counts, e.g. 6,60")
+    if "many_partitions" in cases and (not curve or min(curve) < 1
+                                       or many_records < 2 * max(curve)):
+        parser.error(f"many_partitions: --partition-curve {args.partition_curve!r} needs "
+                     "positive counts and --records at least twice the most of them")
     results: dict[str, Any] = {}
     jars = fetch_spark_kafka_jars(SPARK_KAFKA_POM, ROOT / ".cache" / "spark-kafka" / "jars")
     if "s3" in cases:  # S3A and spark-hadoop-cloud (the committers) of PySpark's Hadoop
@@ -1225,19 +1473,22 @@ def main() -> int:
 
         jars = [*jars, *fetch_s3_jars()]
     if args.merge and args.out.exists():
-        refused = merge_refused(json.loads(args.out.read_text()), args)
+        refused = merge_refused(json.loads(args.out.read_text()), args, records)
         if refused:
             parser.error(refused)
     with local_broker(args.bootstrap) as bootstrap, scratch_dir("main") as folder:
         config = {"bootstrap.servers": bootstrap}
         topics: list[str] = []
+        ranges = tail = None
         try:
-            txn_topic, ranges, tail = produce_slices(config, args.records, args.value_bytes,
-                                                     with_transactions=True)
-            topics.append(txn_topic)
+            if records is not None:
+                txn_topic, ranges, tail = produce_slices(config, records, args.value_bytes,
+                                                         with_transactions=True)
+                topics.append(txn_topic)
             if "peers" in cases:
+                assert records is not None
                 plain_topic, plain_ranges, _ = produce_slices(
-                    config, args.records, args.value_bytes, with_transactions=False)
+                    config, records, args.value_bytes, with_transactions=False)
                 topics.append(plain_topic)
             if spark_cases:
                 spark = spark_session(args.master, app_name="ingest-benchmark", jars=jars,
@@ -1247,23 +1498,28 @@ def main() -> int:
                 try:
                     if "parquet" in cases:
                         results["parquet"] = case_parquet(spark, bootstrap, ranges,
-                                                          args.records, args.repeats)
+                                                          records, args.repeats)
                     if "s3" in cases:
-                        results["s3"] = case_s3(spark, bootstrap, ranges, args.records,
+                        results["s3"] = case_s3(spark, bootstrap, ranges, records,
                                                 args.repeats, folder)
                     if "kafka" in cases:
-                        results["kafka"] = case_kafka(spark, bootstrap, ranges, args.records,
+                        results["kafka"] = case_kafka(spark, bootstrap, ranges, records,
                                                       args.repeats)
                     if "peers" in cases:
                         results["peers"] = case_peers(
-                            spark, bootstrap, (plain_topic, plain_ranges), tail, args.records,
+                            spark, bootstrap, (plain_topic, plain_ranges), tail, records,
                             args.repeats, args.stall_timeout, args.daft_timeout_ms)
                     if "rss" in cases:
                         results["rss"] = case_rss(spark, bootstrap, sizes, args.value_bytes)
+                    if "many_partitions" in cases:
+                        results["many_partitions"] = case_many_partitions(
+                            spark, bootstrap, many_records, args.value_bytes, curve,
+                            args.repeats)
                 finally:
                     spark.stop()
             if table_cases:
-                tables = run_tables_phase(bootstrap, ranges, args.records, table_cases, args,
+                assert records is not None
+                tables = run_tables_phase(bootstrap, ranges, records, table_cases, args,
                                           folder)
                 results["tables_versions"] = tables.pop("versions")
                 results.update(tables)
@@ -1271,23 +1527,27 @@ def main() -> int:
             delete_topics(config, topics)
 
     result: dict[str, Any] = {
-        "records": args.records,
+        "records": records,
         "value_bytes": args.value_bytes,
         "key_bytes": 12,
         "partitions": PARTITIONS,
-        "transactions": f"one aborted ({ABORTED} records) in the middle, one committed (the last "
-                        f"{TAIL} records) at the end; offsets {ranges.total():,}",
+        "transactions": (f"one aborted ({ABORTED} records) in the middle, one committed (the "
+                         f"last {TAIL} records) at the end; offsets {ranges.total():,}"
+                         if ranges is not None else None),
         "repeats": args.repeats,
         "spark_master": args.master,
         "cases_run": cases,
         **ratios(results),
+        **many_partitions_keys(results),
         "rss_ratio_10m_vs_1m": results.get("rss", {}).get("rss_ratio_10m_vs_1m"),
         "publish_s_ratio_10x": results.get("s3", {}).get("publish", {}).get(
             "publish_s_ratio_10x"),
         "targets": {**{f"ratio_{k}": f">= {s}" for k, (s, _) in TARGETS.items()},
                     **{f"ratio_cpu_{k}": f"<= {c}" for k, (_, c) in TARGETS.items()},
                     "rss_ratio_10m_vs_1m": f"<= {RSS_TARGET}",
-                    "publish_s_ratio_10x": f"<= {PUBLISH_TARGET}"},
+                    "publish_s_ratio_10x": f"<= {PUBLISH_TARGET}",
+                    "cpu_ratio_1000_vs_6_partitions": f"<= {MANY_CPU_TARGET}",
+                    "files_many_partitions": f"<= {MANY_FILES_TARGET}"},
         "what": {
             "ratio_<case>_vs_<peer>": "ours / theirs, median records per second",
             "ratio_cpu_<case>_vs_<peer>": "ours / theirs, median CPU seconds per million "
@@ -1316,6 +1576,19 @@ def main() -> int:
                      ".cache/venv-peers, one process each, timed and measured by themselves; "
                      "Ray with 2 CPUs; Daft with timeout_ms=--daft-timeout-ms (its wall "
                      "includes that wait once per partition: see DAFT's comment in the script)",
+            "many_partitions": "cases.many_partitions.records committed records in a topic of "
+                               "each count of cases.many_partitions.curve partitions (records - "
+                               "partitions plain, then one committed transaction of a record "
+                               "per partition: each partition ends in its commit marker); "
+                               "ours: ingest(..., FileSink(path)), its Python workers started "
+                               "again untimed before each run; spark: Spark's source (its "
+                               "defaults, the same offsets, read_committed, includeHeaders) -> "
+                               ".write.parquet(path). ratio_many_partitions_vs_spark and "
+                               "ratio_cpu_...: at the most partitions (1,000); "
+                               "cpu_ratio_1000_vs_6_partitions: ours' CPU seconds per million "
+                               "at the most / at the fewest partitions (6); "
+                               "files_many_partitions: the Parquet files ours landed at the "
+                               "most partitions (each side's in sides.<side>.files)",
         },
         "cases": {k: v for k, v in results.items() if k in CASES},
         "environment": {
@@ -1333,6 +1606,9 @@ def main() -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     chart(result, args.out.with_name(f"{args.out.stem}_{'_'.join(cases)}.png") if args.merge
           else args.out.with_suffix(".png"))  # this run's cases and rounds
+    if "many_partitions" in results:
+        chart_many_partitions(results["many_partitions"], args.master,
+                              args.out.with_name(f"{args.out.stem}_many_partitions.png"))
     if args.merge and args.out.exists():
         result = merged(json.loads(args.out.read_text()), result)
     args.out.write_text(json.dumps(result, indent=2) + "\n")
