@@ -2,7 +2,8 @@
 
 Private: imported only by ``spark/native.py``; ``spark/read/datasource.py`` reads with
 :class:`SliceReader`, ``spark/write/transactions.py``
-writes with :class:`BatchProducer`. Configs are librdkafka settings as strings
+writes with :class:`BatchProducer`, ``spark/formats/fast.py`` decodes values with
+:class:`AvroDecoder` and :class:`JsonDecoder`. Configs are librdkafka settings as strings
 (:func:`~airflow_provider_kafka_spark.offsets.config.native_settings`). librdkafka errors are
 raised as ``confluent_kafka.KafkaException(KafkaError(...))``; a setting librdkafka does not
 know or refuses is ``KafkaError._INVALID_ARG`` naming it.
@@ -68,3 +69,41 @@ class BatchProducer:
     def begin_transaction(self) -> None: ...
     def commit_transaction(self, timeout_s: float) -> None: ...
     def abort_transaction(self, timeout_s: float) -> None: ...
+
+class AvroDecoder:
+    """Avro values in the Schema Registry wire format (magic byte 0, a 4-byte big-endian
+    schema id, the Avro body) decoded into a struct column of the reader schema, each writer
+    schema (registered by id) resolved against it (added fields with defaults, removed fields,
+    promotions). Bytes after a record's body are ignored, as confluent-kafka does."""
+
+    def __init__(self, reader_schema: str) -> None:
+        """``reader_schema``: the Avro reader schema's JSON text (a record); ``ValueError``
+        when arrow-avro cannot read it."""
+    @property
+    def arrow_type(self) -> pa.DataType:
+        """The decoded column's Arrow type (arrow-avro's: enums as dictionaries, timestamps
+        in their Avro unit, ``time-*`` as time32/time64, ``fixed`` as fixed-size binary)."""
+    def add_writer_schema(self, id: int, schema: str) -> str | None:
+        """Register the writer schema of ``id``: None, or why it cannot be resolved against
+        the reader schema (its records are then reported as ``unsupported``)."""
+    def known_ids(self) -> list[int]:
+        """The registered schema ids, sorted."""
+    def decode(self, values: pa.Array
+               ) -> tuple[pa.StructArray, list[tuple[int, str]], list[tuple[int, int]],
+                          list[int]]:
+        """``values`` (binary) decoded: ``(column, corrupt, unknown, unsupported)``, the
+        column null where a value is null or in a list; ``corrupt`` ``(row, reason)`` (not
+        wire format, truncated, not of its writer schema); ``unknown`` ``(row, schema id)``
+        for ids never registered; ``unsupported`` the rows of ids registered as
+        unsupported. A null value is in no list."""
+
+class JsonDecoder:
+    """JSON values (one object per record) decoded into a struct column with arrow-json's
+    conversions."""
+
+    def __init__(self, schema: pa.Schema) -> None:
+        """``schema``: the fields of the decoded struct."""
+    def decode(self, values: pa.Array) -> tuple[pa.StructArray, list[tuple[int, str]]]:
+        """``values`` (binary) decoded: ``(column, corrupt)``, ``corrupt`` ``(row, reason)``
+        for a value that is not one JSON object of the schema (null there); a null value is
+        a null row and not corrupt."""

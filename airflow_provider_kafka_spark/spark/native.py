@@ -1,5 +1,6 @@
 """The one door to the native Kafka <-> Arrow module (``_native``, Rust, built from
-``native/`` by maturin): the split reader and the batch producer.
+``native/`` by maturin): the split reader, the batch producer and the value decoders (Avro
+in the Schema Registry wire format, JSON).
 
 Nothing else in the package imports ``_native``. A package imported from a source checkout
 where the module was never built (``pip install -e .`` builds it in place) fails here, once,
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 try:
     from airflow_provider_kafka_spark._native import (
+        AvroDecoder,
         BatchProducer,
+        JsonDecoder,
         SliceReader,
         librdkafka_version,
     )
@@ -23,4 +26,4 @@ except ModuleNotFoundError as exc:  # pragma: no cover - only without a build
         "in a checkout, which builds native/ with Rust's cargo), and make sure the Python "
         "process (and Spark's Python workers) import that copy.", name=exc.name) from exc
 
-__all__ = ["BatchProducer", "SliceReader", "librdkafka_version"]
+__all__ = ["AvroDecoder", "BatchProducer", "JsonDecoder", "SliceReader", "librdkafka_version"]

@@ -2,12 +2,14 @@
 //!
 //! A thin layer over librdkafka (built from source by `rdkafka-sys`): [`read::SliceReader`]
 //! consumes one partition's offsets into Arrow record batches, [`write::BatchProducer`]
-//! produces the rows of Arrow record batches. Every decision about what a record, an event or
+//! produces the rows of Arrow record batches, [`decode::AvroDecoder`] and
+//! [`decode::JsonDecoder`] decode Kafka values (Schema Registry Avro, JSON) into Arrow columns. Every decision about what a record, an event or
 //! an error means stays in the Python package (`spark/datasource.py`, `spark/transactions.py`);
 //! this crate only moves bytes and reports librdkafka's error codes as
 //! `confluent_kafka.KafkaException(KafkaError(...))`, the shape the package already handles.
 
 mod client;
+mod decode;
 mod read;
 mod write;
 
@@ -24,5 +26,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(librdkafka_version, m)?)?;
     m.add_class::<read::SliceReader>()?;
     m.add_class::<write::BatchProducer>()?;
+    m.add_class::<decode::AvroDecoder>()?;
+    m.add_class::<decode::JsonDecoder>()?;
     Ok(())
 }

@@ -21,7 +21,7 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pyspark.sql.types import DataType, StringType, StructField, StructType
 
 from airflow_provider_kafka_spark.errors import SchemaRegistryError, WriteConfigError
-from airflow_provider_kafka_spark.spark.formats import avro, json_schema, protobuf
+from airflow_provider_kafka_spark.spark.formats import avro, fast, json_schema, protobuf
 from airflow_provider_kafka_spark.spark.formats.registry import (
     UNKNOWN_SCHEMA,
     ResolvedSchema,
@@ -171,6 +171,11 @@ def _decode_batch(batch: pa.RecordBatch, codecs: tuple[FieldCodec, ...],
     header_lists = batch.column("headers").to_pylist() if headers else [None] * len(topics)
     columns, names = list(batch.columns), list(batch.schema.names)
     for codec in codecs:
+        native_decoded = _native_decode(batch, codec, topics, partitions, offsets, headers)
+        if native_decoded is not None:
+            columns += native_decoded
+            names += [f"_{codec.field}_decoded", f"_{codec.field}_error"]
+            continue
         raw = batch.column(codec.field).to_pylist()
         values: list[Any] = []
         errors: list[str | None] = []
@@ -188,6 +193,54 @@ def _decode_batch(batch: pa.RecordBatch, codecs: tuple[FieldCodec, ...],
         columns += [_arrow(values, errors, arrow_type, codec.field), pa.array(errors, pa.string())]
         names += [f"_{codec.field}_decoded", f"_{codec.field}_error"]
     return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def _native_decode(batch: pa.RecordBatch, codec: FieldCodec, topics: list[Any],
+                   partitions: list[Any], offsets: list[Any],
+                   headers: bool) -> list[pa.Array] | None:
+    """``[decoded, error]`` columns of ``codec`` decoded by :mod:`.fast` (Avro), its left-over
+    records by :func:`decode_one`; None when the codec is decoded by :func:`decode_one`
+    alone."""
+    if codec.schema.format != "avro":
+        return None
+    decoder = fast.native_avro(codec.field, codec.schema.schema_str, codec.spark_type,
+                               codec.registry)
+    if decoder is None:
+        return None
+
+    def where(i: int) -> str:
+        return f"{topics[i]}/{partitions[i]} at offset {offsets[i]}"
+
+    raw = batch.column(codec.field)
+    decoded = decoder.decode(raw.cast(pa.binary()), where)
+    errors = decoded.errors
+    left = sorted({*decoded.fallback,
+                   *fast.header_rows(batch.column("headers") if headers else None,
+                                     codec.field)})
+    if not left:
+        return [decoded.values, pa.array(errors, pa.string())]
+    header_lists = batch.column("headers") if headers else None
+    values: list[Any] = []
+    for i in left:
+        record_headers = [(h["key"], h["value"]) for h in
+                          (header_lists[i].as_py() if header_lists is not None else None) or ()]
+        ctx = SerializationContext(topics[i], codec.message_field, record_headers)
+        try:
+            values.append(decode_one(codec, raw[i].as_py(), ctx, where(i)))
+            errors[i] = None
+        except _Corrupt as exc:
+            values.append(None)
+            errors[i] = str(exc)
+    slow_errors = [errors[i] for i in left]
+    slow = _arrow(values, slow_errors, decoded.values.type, codec.field)
+    for i, error in zip(left, slow_errors, strict=True):
+        errors[i] = error
+    # The rows left over take their values from `slow`; every other row from `decoded`.
+    source = pa.chunked_array([decoded.values, slow]).combine_chunks()
+    index = list(range(len(decoded.values)))
+    for k, i in enumerate(left):
+        index[i] = len(decoded.values) + k
+    return [source.take(pa.array(index, pa.int64())), pa.array(errors, pa.string())]
 
 
 def _arrow(values: list[Any], errors: list[str | None], arrow_type: pa.DataType,
