@@ -23,13 +23,19 @@ key, topic/partition/offset), and what to do, and never holds a secret.
       KafkaWriteError           the Kafka sink failed
         DeliveryError, TransactionError (TransactionInitTimeoutError, ProducerFencedError,
         InputTruncatedError), LedgerError
-      SinkError                 a sink could not publish its output (the file sink's swap)
-        PublishConflictError    on S3, another run published the same folder meanwhile
+      SinkError                 a sink could not prepare or publish its output (retryable)
+        PublishConflictError    on S3, another run writes or published the same folder
+      TransientError            a check before the read hit a store or server that did not answer
 
 Each class says whether a retry can help (:attr:`KafkaSparkError.retryable`): configuration
 and spec errors (every ``ConfigurationError``), undecodable records (``CorruptRecordError``) and
 deleted offsets (``DataLossError``) fail the same way on every try, so the Airflow layer ends
 the task at once (``airflow_provider_kafka_spark.retries``); the others keep Airflow's retries.
+
+Where an engine's, a store's or a client's exception becomes one of these,
+:func:`airflow_provider_kafka_spark.causes.classify` decides from its causes which class: only a
+cause a retry cannot change (an unknown format, refused credentials, a missing bucket or topic,
+a bad argument) is raised as a class that is not retryable.
 
 Configuration errors are raised before any side effect: nothing read, committed or written.
 :func:`kafka_errors` turns a failure of a Spark action whose cause is one of these errors
@@ -214,6 +220,13 @@ class SinkError(KafkaSparkError):
 class TableError(SinkError):
     """An Iceberg or Delta table sink could not commit the run (e.g. concurrent commits kept
     conflicting, or the run's earlier rows cannot be replaced); the table is as it was."""
+
+
+class TransientError(KafkaSparkError):
+    """A step that checks the run before the read (a ``transform`` or ``sql`` on an empty
+    DataFrame, a partition's slice) failed for a reason a retry can change: a metastore, a
+    store or a server that did not answer, timed out, throttled or reset the connection
+    (:func:`airflow_provider_kafka_spark.causes.classify`). Nothing was read or written."""
 
 
 class TableRuntimeError(ConfigurationError):

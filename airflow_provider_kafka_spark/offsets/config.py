@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
+from airflow_provider_kafka_spark.causes import classify_text
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     KafkaAuthenticationError,
@@ -499,15 +500,27 @@ def message_max_bytes(kafka_config: Mapping[str, Any]) -> int | None:
         return None
 
 
-_AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL,
+_AUTHENTICATION_CODES = frozenset({KafkaError._AUTHENTICATION,
                                    KafkaError.SASL_AUTHENTICATION_FAILED})
 
 
 def is_authentication_failure(error: KafkaError) -> bool:
-    """True for librdkafka's SASL and TLS failures (a TLS alert from the broker, such as a
-    rejected client certificate, comes as a transport error naming SSL)."""
-    return error.code() in _AUTHENTICATION_CODES or (
-        error.code() == KafkaError._TRANSPORT and "SSL" in error.str())
+    """True for librdkafka's SASL and TLS failures: a SASL refusal; a TLS handshake failure
+    (``_SSL``) that is not a connection reset, lost or timed out; a TLS alert from the broker
+    (such as a rejected client certificate), which comes as a transport error naming SSL.
+
+    A transport error on a TLS connection is not one by itself: ``SSL transport error:
+    Connection reset by peer`` (a broker restarting) is transient, and the client's own
+    retries (then the call's timeout) deal with it (:func:`~airflow_provider_kafka_spark.
+    causes.classify_text`)."""
+    code = error.code()
+    if code in _AUTHENTICATION_CODES:
+        return True
+    cause = classify_text(error.str())
+    if code == KafkaError._SSL:  # a handshake failure, unless the connection itself failed
+        return not (cause.known and cause.retryable)
+    # a certificate not verified, a TLS alert, a plain listener
+    return code == KafkaError._TRANSPORT and "SSL" in error.str() and cause.kind == "refused"
 
 
 class AuthenticationWatch:

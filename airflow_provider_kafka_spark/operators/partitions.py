@@ -11,7 +11,8 @@ from datetime import UTC, datetime, tzinfo
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from airflow_provider_kafka_spark.errors import ConfigurationError
+from airflow_provider_kafka_spark.causes import classify
+from airflow_provider_kafka_spark.errors import ConfigurationError, TransientError
 from airflow_provider_kafka_spark.offsets import Timestamp
 
 PartitionSlice = Callable[[str], tuple[Any, Any]]
@@ -103,6 +104,11 @@ def _sliced(task_id: str, key: str, partition_slice: PartitionSlice) -> tuple[An
     try:
         bounds = partition_slice(key)
     except Exception as exc:
+        cause = classify(exc, otherwise=False)  # a function of the key: deterministic, unless
+        if cause.retryable:  # it asked a server that did not answer
+            raise TransientError(
+                f"{task_id}: partition_slice failed for the partition key {key!r}: "
+                f"{type(exc).__name__}: {exc}. {cause.says()}") from exc
         raise ConfigurationError(
             f"{task_id}: partition_slice failed for the partition key {key!r}: "
             f"{type(exc).__name__}: {exc}. Make it return (start, stop) for every key the DAG's "

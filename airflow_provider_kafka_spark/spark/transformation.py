@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 
-from airflow_provider_kafka_spark.errors import ConfigurationError, error_line
+from airflow_provider_kafka_spark.causes import classify
+from airflow_provider_kafka_spark.errors import ConfigurationError, TransientError, error_line
 from airflow_provider_kafka_spark.options import SQL_VIEW, bad_argument, shown
 from airflow_provider_kafka_spark.spark.schema import same_columns, spark_compares
 
@@ -32,7 +33,9 @@ class Transformation:
 
     def apply(self, records: DataFrame, *, checking: bool) -> DataFrame:
         """``records`` through ``transform`` or ``sql``. With ``checking`` (``records`` is
-        empty, before the read), a failure is a ConfigurationError about the argument."""
+        empty, before the read), a failure is a ConfigurationError about the argument, or a
+        :class:`TransientError` when its cause is one a retry can change (a store or metastore
+        that did not answer: :func:`~airflow_provider_kafka_spark.causes.classify`)."""
         if self.transform is not None:
             result = self._transformed(records, checking=checking)
         elif self.sql:
@@ -54,11 +57,16 @@ class Transformation:
         except Exception as exc:
             if not checking:
                 raise
+            failed = (f"{self.owner}: transform={name} failed on an empty DataFrame with the "
+                      f"records' columns {records.columns} (called once before the read, to "
+                      f"check it): {error_line(exc)}.")
+            cause = classify(exc, otherwise=False)  # the user's code on no rows: deterministic
+            if cause.retryable:  # e.g. a table it reads whose metastore did not answer
+                raise TransientError(f"{failed} {cause.says()} Nothing was read or written."
+                                     ) from exc
             raise ConfigurationError(
-                f"{self.owner}: transform={name} failed on an empty DataFrame with the "
-                f"records' columns {records.columns} (called once before the read, to check "
-                f"it): {error_line(exc)}. Fix the transform: it takes the records read and "
-                "returns a pyspark DataFrame. Nothing was read or written."
+                f"{failed} Fix the transform: it takes the records read and returns a pyspark "
+                "DataFrame. Nothing was read or written."
             ) from exc
         if not isinstance(result, DataFrame):
             raise bad_argument(
@@ -102,6 +110,12 @@ class Transformation:
                 query = query[:-1].rstrip()
             self.spark.sql(f"SELECT * FROM (\n{query}\n) AS _kafka_spark_sql").schema  # noqa: B018
         except (AnalysisException, Py4JJavaError) as exc:
+            cause = classify(exc, otherwise=False)
+            if cause.retryable:  # a table the query reads, whose metastore did not answer
+                raise TransientError(
+                    f"{self.owner}: sql={shown(self.sql)} could not be analysed over the view "
+                    f"'{SQL_VIEW}': {error_line(exc)}. {cause.says()} Nothing was read or "
+                    "written.") from exc
             raise bad_argument(
                 self.owner, "sql", self.sql,
                 f"pass one query (SELECT, WITH ... SELECT, VALUES or TABLE; not a command nor "

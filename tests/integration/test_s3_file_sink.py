@@ -7,6 +7,7 @@ errors before anything is read."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -185,6 +186,63 @@ def test_two_writers_of_one_folder_one_publishes_the_other_fails_nothing_mixed(
         late.commit({"run": "late"})
     late.abort()
     assert manifest(s3_endpoint, s3_bucket, "race")["run"] == "early"
+
+
+class _Together(FileSink):
+    """A FileSink whose prepare and commit each wait for the other writer's (a barrier of
+    two): the empty writes run at the same time in the one Spark session, and neither
+    publishes before both have written."""
+
+    def __init__(self, path: str, prepared: threading.Barrier, written: threading.Barrier) -> None:
+        super().__init__(path)
+        self.prepared, self.written = prepared, written
+
+    def prepare(self, spark: Any, shaped: Any) -> None:
+        self.prepared.wait(timeout=120)
+        try:
+            super().prepare(spark, shaped)
+        except BaseException:
+            self.written.abort()  # the other writer must not wait for this one
+            raise
+
+    def commit(self, manifest: Any) -> None:
+        self.written.wait(timeout=300)
+        super().commit(manifest)
+
+
+def test_two_ingests_of_one_new_folder_at_once_one_publishes_the_other_retries_over_it(
+        spark: Any, kafka_config: dict[str, Any], s3_endpoint: Any, s3_bucket: str,
+        hour: tuple[str, list[tuple[int, bytes]]]) -> None:
+    """Issue 55: two runs of one new S3 path at the same moment, on one Spark session. Before,
+    one Spark job's commit removed the folder's shared _temporary under the other's empty write
+    (a ConfigurationError, not retried) and the other saw two jobs' files (PublishConflictError):
+    both failed. Now exactly one publishes, the other gets PublishConflictError (retryable),
+    and its retry publishes over the first."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    topic, records = hour
+    path = f"s3a://{s3_bucket}/new/path"
+    ranges = ranges_of(kafka_config, topic)
+    prepared, written = threading.Barrier(2), threading.Barrier(2)
+    sinks = [_Together(path, prepared, written) for _ in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(ingest, spark, ranges, kafka_config, sink) for sink in sinks]
+        outcomes = [f.exception(timeout=600) or f.result() for f in futures]
+    failures = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(failures) == 1, outcomes
+    assert type(failures[0]) is PublishConflictError, repr(failures[0])
+    assert failures[0].retryable
+    assert [o.records for o in outcomes if not isinstance(o, BaseException)] == [300]
+    first = manifest(s3_endpoint, s3_bucket, "new/path")
+    assert values(spark, published_files(path, settings_of(s3_endpoint))) == Counter(records)
+
+    again = ingest(spark, ranges, kafka_config, FileSink(path))  # Airflow's retry of the loser
+    assert again.records == 300
+    second = manifest(s3_endpoint, s3_bucket, "new/path")
+    assert second != first and second["files"] == first["files"]
+    assert keys(s3_endpoint, s3_bucket, "new/path/") == sorted(
+        [f"new/path/{MANIFEST_NAME}"] + [f"new/path/{f}" for f in second["files"]])
+    assert values(spark, [path]) == Counter(records)
 
 
 def test_an_unfinished_upload_is_invisible_and_the_next_publish_aborts_it(

@@ -75,7 +75,8 @@ def test_no_module_of_the_package_imports_in_a_circle() -> None:
 
 
 @pytest.mark.parametrize("layer", ["sensors", "triggers", "hooks", "offsets", "spark", "sinks",
-                                   "arguments", "options", "errors", "naming", "decoding"])
+                                   "arguments", "options", "errors", "causes", "naming",
+                                   "decoding"])
 def test_the_layers_below_the_operators_never_import_them(layer: str) -> None:
     for name, path in MODULES.items():
         if _in(name, f"{NAME}.{layer}"):
@@ -83,8 +84,8 @@ def test_the_layers_below_the_operators_never_import_them(layer: str) -> None:
             assert not wrong, f"{name} imports {wrong}"
 
 
-@pytest.mark.parametrize("layer", ["offsets", "arguments", "options", "errors", "naming",
-                                   "decoding"])
+@pytest.mark.parametrize("layer", ["offsets", "arguments", "options", "errors", "causes",
+                                   "naming", "decoding"])
 def test_the_core_and_the_shared_arguments_import_neither_airflow_nor_spark(layer: str) -> None:
     for name, path in MODULES.items():
         if _in(name, f"{NAME}.{layer}"):

@@ -17,6 +17,11 @@ For ``path = s3a://<bucket>/<prefix>``::
    :class:`SinkError`), read the manifest's ETag (or that there is none), and PUT then DELETE a
    probe object (a denied write fails here). The probe's ``LastModified`` is the attempt's start
    on the store's clock.
+   Then an empty write with the output's columns by Spark's writer, into a scratch folder of
+   the attempt's own (:meth:`ObjectRun.scratch`: Hadoop's committer shares ``<folder>/_temporary``
+   between every job writing the folder, and one job's commit removes it under the others), its
+   file copied up into the folder (:meth:`ObjectRun.adopt_scratch`): the output of a run
+   without records.
 2. The data objects are written under their final keys, each complete or not at all
    (:class:`~airflow_provider_kafka_spark.s3.ObjectUpload`, or Spark's committer).
 3. :meth:`ObjectRun.publish`: every object the run names must be there (one listing); then the
@@ -55,6 +60,9 @@ log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "_kafka_spark_manifest.json"
 PROBE_MARK = "_kafka_spark_probe-"
+SCRATCH_MARK = "_kafka_spark_scratch-"
+"""The folder of one attempt's own Spark write (prepare's empty write) under the output
+folder, copied up and deleted before the read."""
 _SPARK_JOB = re.compile(r"^part-\d{5}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
                         r"[0-9a-f]{12})")
 _LOST_RACE = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
@@ -177,6 +185,54 @@ class ObjectRun:
                 "tell its own apart and publishes nothing. Run one writer per folder.")
         return sorted(parts)
 
+    # -- a Spark write of its own --------------------------------------------------------------
+
+    def scratch(self) -> str:
+        """A folder of this attempt's own under the output folder (a name), for a Spark write
+        that must not share the folder's ``_temporary`` with another writer's job (Hadoop's
+        committer removes the whole ``_temporary`` when one job commits)."""
+        return f"{SCRATCH_MARK}{uuid.uuid4().hex}"
+
+    def adopt_scratch(self, scratch: str) -> list[str]:
+        """Copy the data files Spark's writer wrote into ``scratch`` up into the output folder
+        under the same names (a job id in each: no other writer's file has the name), delete
+        ``scratch``, and return the names; they are this attempt's.
+
+        Raises:
+            ConfigurationError, SinkError: the store refused or did not answer (the scratch
+                folder is deleted by :meth:`drop_scratch`).
+        """
+        folder = f"{scratch}/"
+        names = [o.name[len(folder):] for o in self.listing(doing="list the empty write in")
+                 if o.name.startswith(folder)]
+        parts = sorted(n for n in names if not n.rsplit("/", 1)[-1].startswith(("_", ".")))
+        for name in parts:
+            try:
+                self.client.copy_object(Bucket=self.bucket, Key=self.key(name), CopySource={
+                    "Bucket": self.bucket, "Key": self.key(f"{folder}{name}")})
+            except Exception as exc:
+                raise store_error(exc, "copy", self._where(name),
+                                  hint="Nothing was read.") from exc
+            self.written.add(name)
+        self.drop_scratch(scratch)
+        return parts
+
+    def drop_scratch(self, scratch: str) -> None:
+        """Delete everything under ``scratch`` (S3A's markers too). Never raises: a leftover
+        is deleted by the next publish of the folder (it is older than its manifest)."""
+        folder = self.key(f"{scratch}/")
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=folder)
+            keys = [{"Key": o["Key"]} for page in pages for o in page.get("Contents", ())]
+            for i in range(0, len(keys), 1000):
+                self.client.delete_objects(Bucket=self.bucket,
+                                           Delete={"Objects": keys[i:i + 1000], "Quiet": True})
+        except Exception as exc:
+            log.warning("The file sink could not delete its scratch folder s3://%s/%s: %s. The "
+                        "next publish of this folder deletes it.", self.bucket, folder,
+                        error_line(exc))
+
     # -- step 3 -------------------------------------------------------------------------------
 
     def publish(self, names: Sequence[str], manifest: dict[str, Any]) -> None:
@@ -242,7 +298,8 @@ class ObjectRun:
             published = self.client.head_object(Bucket=self.bucket,
                                                 Key=self.key(MANIFEST_NAME))["LastModified"]
             stale = [o.name for o in self.listing() if o.name not in listed
-                     and (o.modified < published or o.name in own)]
+                     and (o.modified < published or o.name in own)
+                     and not self._others_scratch(o)]
             self._delete(stale)
             if stale:
                 log.info("Deleted %d object(s) of earlier runs or attempts from %s.",
@@ -251,6 +308,12 @@ class ObjectRun:
         except Exception as exc:  # published already: a leftover is only clutter
             log.warning("The run is published at %s, but cleaning up after it failed: %s. The "
                         "next run of this folder cleans up.", self.path, error_line(exc))
+
+    def _others_scratch(self, listed: Listed) -> bool:
+        """Whether ``listed`` is in the scratch folder of a writer that began after this
+        attempt (its empty write may be under way; one that began before is a leftover)."""
+        return (listed.name.startswith(SCRATCH_MARK) and self.began is not None
+                and listed.modified >= self.began)
 
     def _abort_uploads(self) -> None:
         folder = f"{self.prefix}/" if self.prefix else ""

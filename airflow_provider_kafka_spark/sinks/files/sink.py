@@ -18,7 +18,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_provider_kafka_spark.arguments import checkable
-from airflow_provider_kafka_spark.errors import ConfigurationError, SinkError, cut, error_line, kafka_errors
+from airflow_provider_kafka_spark.causes import classify
+from airflow_provider_kafka_spark.errors import (
+    ConfigurationError,
+    KafkaSparkError,
+    SinkError,
+    cut,
+    error_line,
+    kafka_errors,
+)
 from airflow_provider_kafka_spark.naming import Dataset, dataset_of_path
 from airflow_provider_kafka_spark.options import (
     check_column_names,
@@ -35,7 +43,7 @@ from airflow_provider_kafka_spark.sinks.files.filesystems import (
     is_connect_session,
     on_executor,
 )
-from airflow_provider_kafka_spark.sinks.files.objects import ObjectRun
+from airflow_provider_kafka_spark.sinks.files.objects import ObjectRun, PublishConflictError
 from airflow_provider_kafka_spark.sinks.files.swap import MANIFEST_NAME, STAGING_MARK, Layout
 from airflow_provider_kafka_spark.spark.intake import Intake, LandedParquet, SinkInput, SparkRows
 
@@ -182,20 +190,12 @@ class FileSink(Sink):
             self._writer(shaped.limit(0)).save(self._writes_to)
             if is_connect_session(spark):
                 self._run(swap.check_staged, self._layout, self.path)
-        except ConfigurationError:
+        except KafkaSparkError:
             self.abort()
             raise
         except Exception as exc:
             self.abort()
-            if "DATA_SOURCE_NOT_FOUND" in str(exc) or "Failed to find data source" in str(exc):
-                raise self._unknown_format(exc) from exc
-            raise ConfigurationError(
-                f"the file sink could not write an empty DataFrame with the output's columns "
-                f"({cut(shaped.schema.simpleString(), 300)}) as {self.format!r} to "
-                f"{self._writes_to}: {error_line(exc)}. Check the format, options "
-                f"({self.options}) and partition_by ({self.partition_by}) against these columns, "
-                "and that the folder's parent can be written. Nothing was read or written."
-            ) from exc
+            raise self._empty_write_failed(shaped, exc) from exc
 
     def write(self, df: DataFrame, dead_letters: DataFrame | None = None) -> dict[str, Any]:
         """Write ``df`` into the staging folder, and ``dead_letters`` (as Parquet) into its
@@ -204,11 +204,20 @@ class FileSink(Sink):
         mode = "errorifexists" if self._objects is None else "append"
         if self._objects is not None:
             self._objects.mark()
-        with kafka_errors():
-            self._writer(df).save(self._writes_to)
-            if dead_letters is not None:
-                dead_letters.write.mode(mode).parquet(
-                    f"{self._writes_to.rstrip('/')}/{DEAD_LETTER_FOLDER}")
+        try:
+            with kafka_errors():
+                self._writer(df).save(self._writes_to)
+                if dead_letters is not None:
+                    dead_letters.write.mode(mode).parquet(
+                        f"{self._writes_to.rstrip('/')}/{DEAD_LETTER_FOLDER}")
+        except Exception as exc:
+            cause = classify(exc)
+            if self._objects is None or cause.kind != "concurrent writer":
+                raise
+            raise PublishConflictError(
+                f"the file sink's Spark write to {self.path} failed: {error_line(exc)}. "
+                f"Another run writes the same folder at the same time. {cause.says()} Nothing "
+                "of this attempt was published; run one writer per folder.") from exc
         if self._objects is not None:
             self._object_names = self._objects.spark_wrote()
         if dead_letters is None:
@@ -318,15 +327,26 @@ class FileSink(Sink):
             jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource(
                 self.format, conf)
         except Exception as exc:
+            cause = classify(exc, otherwise=False)
+            if cause.retryable:  # the lookup reads the classpath, nothing remote: rarely
+                raise SinkError(f"the file sink could not look up the output format "
+                                f"{self.format!r}: {error_line(exc)}. {cause.says()} Nothing "
+                                "was read or written.") from exc
             raise self._unknown_format(exc) from exc
         try:
             target = jvm.org.apache.hadoop.fs.Path(self.path)
             hadoop = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
             return HadoopFiles(jvm, target.getFileSystem(hadoop))
         except Exception as exc:
+            cause = classify(exc)
+            if cause.retryable:  # e.g. a file system whose initialize() reaches its server
+                raise SinkError(
+                    f"the file sink cannot reach path {self.path!r}: {error_line(exc)}. "
+                    f"{cause.says()} Nothing was read or written.") from exc
             raise ConfigurationError(
-                f"the file sink cannot reach path {self.path!r}: {error_line(exc)}. Check the "
-                "URI scheme and that its file system is configured in the Spark session."
+                f"the file sink cannot reach path {self.path!r}: {error_line(exc)}. "
+                f"{cause.says()} Check the URI scheme and that its file system is configured in "
+                "the Spark session. Nothing was read or written."
             ) from exc
 
     def _root_error(self) -> NoReturn:
@@ -344,11 +364,46 @@ class FileSink(Sink):
             "'avro')."
         )
 
+    def _empty_write_failed(self, shaped: DataFrame, exc: BaseException) -> KafkaSparkError:
+        """The error of a failed empty write in :meth:`prepare`, by its cause
+        (:func:`~airflow_provider_kafka_spark.causes.classify`): an unknown format or a refused
+        argument is a :class:`ConfigurationError`; another writer of the same S3 folder a
+        :class:`PublishConflictError`; an I/O error, a timeout, throttling or a server error
+        (anything not known to be permanent) a :class:`SinkError`, which Airflow retries."""
+        cause = classify(exc)
+        text = str(exc)
+        if "DATA_SOURCE_NOT_FOUND" in text or "Failed to find data source" in text:
+            return self._unknown_format(exc)
+        wrote = (f"the file sink could not write an empty DataFrame with the output's columns "
+                 f"({cut(shaped.schema.simpleString(), 300)}) as {self.format!r} to "
+                 f"{self._writes_to}: {error_line(exc)}.")
+        after = "Nothing was read or written." if self._objects is None else "Nothing was read."
+        if cause.kind == "concurrent writer" and self._objects is not None:
+            return PublishConflictError(
+                f"{wrote} Another run writes the same folder at the same time. "
+                f"{cause.says()} Nothing of this attempt was published; run one writer per "
+                f"folder. {after}")
+        if cause.retryable:
+            return SinkError(f"{wrote} {cause.says()} {after}")
+        hint = ""
+        if self._objects is not None and cause.kind == "missing class":
+            hint = (f" Spark has no file system for {self.path.split(':', 1)[0]}: put "
+                    "hadoop-aws and the AWS SDK of the session's Hadoop version on its "
+                    "classpath (spark.jars).")
+        where = ("the bucket's credentials" if self._objects is not None
+                 else "that the folder's parent can be written")
+        return ConfigurationError(
+            f"{wrote}{hint} {cause.says()} Check the format, options ({self.options}) and "
+            f"partition_by ({self.partition_by}) against these columns, and {where}. {after}")
+
     def _prepare_objects(self, spark: SparkSession, shaped: DataFrame) -> None:
         """On S3: the store's checks (:meth:`ObjectRun.inspect`: credentials, bucket, a write),
-        then an empty write with the output's columns into the folder itself (it checks the
-        format, options and ``partition_by`` with Spark's S3A, and is the output of a run
-        without records; a run with records does not list it, and its publish deletes it)."""
+        then an empty write with the output's columns (it checks the format, options and
+        ``partition_by`` with Spark's S3A, and is the output of a run without records; a run
+        with records does not list it, and its publish deletes it): into a scratch folder of
+        the attempt's own, its file then copied up into the folder, so that two writers of
+        one folder at the same time never share Hadoop's ``_temporary`` (one job's commit
+        removes it under the other's)."""
         bucket, _ = split_s3(self.path)
         if self.s3 is None:
             settings = settings_of_spark(spark, bucket)
@@ -364,26 +419,21 @@ class FileSink(Sink):
         objects = ObjectRun(self.path, settings)
         objects.inspect()
         self._objects, self._layout, self._staged = objects, None, True
-        self._writes_to = self.path
+        scratch = objects.scratch()  # its own _temporary: another writer's job cannot remove it
+        self._writes_to = f"{self.path.rstrip('/')}/{scratch}"
         try:
             self._writer(shaped.limit(0), mode="append").save(self._writes_to)
-        except Exception as exc:
+            self._empty_names = objects.adopt_scratch(scratch)
+        except KafkaSparkError:
+            objects.drop_scratch(scratch)
             self.abort()
-            text = str(exc)
-            if "DATA_SOURCE_NOT_FOUND" in text or "Failed to find data source" in text:
-                raise self._unknown_format(exc) from exc
-            scheme = self.path.split(":", 1)[0]
-            hint = (f" Spark has no file system for {scheme}: put hadoop-aws and the AWS SDK "
-                    "of the session's Hadoop version on its classpath (spark.jars)."
-                    if "No FileSystem for scheme" in text or "ClassNotFound" in text else "")
-            raise ConfigurationError(
-                f"the file sink could not write an empty DataFrame with the output's columns "
-                f"({cut(shaped.schema.simpleString(), 300)}) as {self.format!r} to "
-                f"{self.path}: {error_line(exc)}.{hint} Check the format, options "
-                f"({self.options}) and partition_by ({self.partition_by}) against these "
-                "columns. Nothing was read."
-            ) from exc
-        self._empty_names = objects.spark_wrote()
+            raise
+        except Exception as exc:
+            objects.drop_scratch(scratch)
+            self.abort()
+            raise self._empty_write_failed(shaped, exc) from exc
+        finally:
+            self._writes_to = self.path
 
     def _require_prepared(self, step: str) -> Layout | None:
         """The attempt's staging layout (None on S3, where there is none)."""

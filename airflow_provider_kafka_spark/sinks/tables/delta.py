@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
+from airflow_provider_kafka_spark.causes import classify
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     TableError,
@@ -180,6 +181,11 @@ class DeltaSink(TableSink):
             failure = store_failure("DeltaSink", f"read the table {self.table}", exc)
             if failure is not None:  # the store's doing, not a missing table
                 raise failure from exc
+            cause = classify(exc)  # Delta's "no table there" is an AnalysisException: certain
+            if cause.retryable:
+                raise TableError(
+                    f"DeltaSink: could not read the table {self.table!r}: {error_line(exc)}. "
+                    f"{cause.says()} Nothing was read or written.") from exc
             where = "at the path" if is_path(self.table) else "named"
             raise ConfigurationError(
                 f"DeltaSink: there is no Delta table {where} {self.table!r} "

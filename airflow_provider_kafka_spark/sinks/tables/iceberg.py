@@ -33,6 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from airflow_provider_kafka_spark.causes import classify
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     KafkaSparkError,
@@ -124,11 +125,17 @@ class IcebergSink(TableSink):
                     f"cannot load: put {runtime_artifact(spark.version)} on the classpath "
                     "(spark.jars or spark.jars.packages). Nothing was read or written.") from exc
             failure = store_failure("IcebergSink", f"list the catalog {catalog!r}", exc)
-            if isinstance(failure, TableError):  # its database did not answer: not a setting
+            if failure is not None:  # its store refused, or it or its database did not answer
                 raise failure from exc
+            cause = classify(exc)
+            if cause.retryable:
+                raise TableError(
+                    f"IcebergSink: the catalog {catalog!r} cannot be listed: {error_line(exc)}. "
+                    f"{cause.says()} Nothing was read or written.") from exc
             raise ConfigurationError(
                 f"IcebergSink: the catalog {catalog!r} cannot be listed: {error_line(exc)}. "
-                "Check its spark.sql.catalog.* settings. Nothing was read or written.") from exc
+                f"{cause.says()} Check its spark.sql.catalog.* settings. Nothing was read or "
+                "written.") from exc
 
     def catalog(self, spark: SparkSession) -> str:
         """The table's catalog, once it is known to be an Iceberg catalog."""

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from airflow_provider_kafka_spark.arguments import checkable
+from airflow_provider_kafka_spark.causes import classify
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     KafkaSparkError,
@@ -513,12 +514,18 @@ _UNREACHABLE = ("java.net.ConnectException", "java.net.UnknownHostException",
 """Marks of a store (or a catalog's database) that did not answer, or failed on its side."""
 
 
+_NO_ANSWER = ("throttled", "server error", "timeout", "connection", "database", "I/O error")
+"""The kinds of :func:`~airflow_provider_kafka_spark.causes.classify` that say a store or a
+catalog's database did not answer (or failed on its side)."""
+
+
 def store_failure(owner: str, doing: str, exc: BaseException, *,
                   after: str = "Nothing was read or written.") -> KafkaSparkError | None:
     """What ``exc``, raised while trying to ``doing`` (e.g. ``read the table s3a://b/t``), means
     when the table's store or catalog is at fault: a :class:`ConfigurationError` when a retry
     cannot help (access denied, wrong keys, a missing bucket), a :class:`TableError` when it may
-    (the endpoint or the catalog's database did not answer, a server error); None for anything
+    (the endpoint or the catalog's database did not answer, a server error, throttling, an I/O
+    error: :func:`~airflow_provider_kafka_spark.causes.classify`); None for anything
     else (e.g. no table there), which the caller decides. ``after`` says what state things are
     in. The store's message is quoted; S3A's never holds a secret."""
     text = str(exc)
@@ -528,7 +535,9 @@ def store_failure(owner: str, doing: str, exc: BaseException, *,
                 f"{owner}: the store refused to {doing}: {meaning} ({error_line(exc, 300)}). "
                 "Check the bucket, the credentials and their permissions (the session's "
                 f"fs.s3a.* settings, per bucket as S3A reads them), then run again. {after}")
-    if any(mark in text for mark in _UNREACHABLE):
+    cause = classify(exc)
+    if any(mark in text for mark in _UNREACHABLE) or (
+            cause.retryable and cause.kind in _NO_ANSWER):
         return TableError(
             f"{owner}: could not {doing}: the store did not answer ({error_line(exc, 300)}). "
             f"Check the endpoint and that the store is up; a retry may succeed. {after}")
