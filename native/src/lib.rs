@@ -3,7 +3,8 @@
 //! A thin layer over librdkafka (built from source by `rdkafka-sys`): [`read::SliceReader`]
 //! consumes one partition's offsets into Arrow record batches, [`write::BatchProducer`]
 //! produces the rows of Arrow record batches, [`decode::AvroDecoder`] and
-//! [`decode::JsonDecoder`] decode Kafka values (Schema Registry Avro, JSON) into Arrow columns. Every decision about what a record, an event or
+//! [`decode::JsonDecoder`] decode Kafka values (Schema Registry Avro, JSON) into Arrow
+//! columns. Every decision about what a record, an event or
 //! an error means stays in the Python package (`spark/datasource.py`, `spark/transactions.py`);
 //! this crate only moves bytes and reports librdkafka's error codes as
 //! `confluent_kafka.KafkaException(KafkaError(...))`, the shape the package already handles.
