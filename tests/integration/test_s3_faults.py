@@ -40,6 +40,10 @@ from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, FileSink, published_files
 from airflow_provider_kafka_spark.sinks.files import objects
 from airflow_provider_kafka_spark.spark import ingest
+from airflow_provider_kafka_spark.spark.read.splits import (
+    default_max_records_per_split,
+    plan_splits,
+)
 from tools.kafka_records import produce
 from tools.s3_killpoint import MOMENTS, Job, S3Child
 from tools.s3_server import create_user, local_s3, start, stop
@@ -93,9 +97,12 @@ def ranges(topic: str, bounds: tuple[int, int]) -> OffsetRanges:
     return OffsetRanges(tuple(PartitionRange(topic, p, *bounds) for p in range(3)))
 
 
-def names(topic: str, bounds: tuple[int, int]) -> list[str]:
-    """The readers' object of each split (one per partition)."""
-    return [f"part-{topic}-{p}-{bounds[0]}-{bounds[1]}.snappy.parquet" for p in range(3)]
+def names(topic: str, bounds: tuple[int, int], split: int | None = None) -> list[str]:
+    """The readers' object of each split (``split``: ``max_records_per_split``; None:
+    ingest's default, which makes the three small ranges one split)."""
+    planned = ranges(topic, bounds)
+    size = split or default_max_records_per_split(planned.total(), 2)
+    return [f"part-{s.name()}.snappy.parquet" for s in plan_splits(planned.ranges, size)]
 
 
 @pytest.fixture
@@ -260,8 +267,7 @@ def test_the_s3_server_restarted_mid_write_never_shows_a_half_published_run(
     run_a = sorted(names(name, A))
 
     def run_b(split: int) -> list[str]:
-        return sorted(f"part-{name}-{p}-{o}-{o + split}.snappy.parquet"
-                      for p in range(3) for o in range(B[0], B[1], split))
+        return sorted(names(name, B, split))
 
     runs = [run_a, *(run_b(split) for split in sorted(set(SPLITS.values())))]
     with local_s3(folder) as root:

@@ -24,6 +24,7 @@ from airflow_provider_kafka_spark.sinks import (
     published_files,
 )
 from airflow_provider_kafka_spark.spark import ingest
+from airflow_provider_kafka_spark.spark.read.splits import Split
 from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -82,8 +83,10 @@ def test_the_readme_example_on_s3_publishes_by_manifest_and_reruns_the_same_keys
     assert result.records == 300
     prefix = f"orders/{topic}/2026-11-28T09"
     published = manifest(s3_endpoint, s3_bucket, prefix)
-    # The readers' objects, one per split, named by the split: topic, partition, start, stop.
-    assert published["files"] == [f"part-{topic}-{p}-0-100.snappy.parquet" for p in range(3)]
+    # The readers' objects, one per split, named by the split: here one split of the three
+    # ranges (its first range's topic, partition, start, stop, how many ranges, a digest).
+    assert published["files"] == [f"part-{Split(ranges.ranges).name()}.snappy.parquet"]
+    assert published["files"][0].startswith(f"part-{topic}-0-0-100-n3-")
     assert published["ranges"] == ranges.to_dict()
     assert keys(s3_endpoint, s3_bucket, prefix) == sorted(
         [f"{prefix}/{MANIFEST_NAME}"] + [f"{prefix}/{f}" for f in published["files"]])

@@ -132,10 +132,13 @@ def ranges_of(topic: str, bounds: dict[int, tuple[int, int]]) -> OffsetRanges:
 
 
 def run_ingest(spark: Any, kafka_config: dict[str, Any], ranges: OffsetRanges, sink: TableSink,
-               sql: str | None = SQL) -> dict[str, Any]:
+               sql: str | None = SQL, max_records_per_split: int | None = None
+               ) -> dict[str, Any]:
     """One ingest of ``ranges`` into ``sink`` (``sql=None``: the records as read, into a
-    table of :data:`AS_READ_COLUMNS`); its output description."""
-    return dict(ingest(spark, ranges, kafka_config, sink, sql=sql).output)
+    table of :data:`AS_READ_COLUMNS`); its output description. ``max_records_per_split``:
+    as ``ingest``'s (at least the largest range: a split, and a landed file, per range)."""
+    return dict(ingest(spark, ranges, kafka_config, sink, sql=sql,
+                       max_records_per_split=max_records_per_split).output)
 
 
 def reader(kind: str, catalog: Any,

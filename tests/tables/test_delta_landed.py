@@ -106,7 +106,8 @@ def test_a_run_as_read_is_the_readers_files_in_one_delta_rs_version(
     bounds = {0: (0, 4), 1: (4, 8), 2: (8, 12)}
     ranges = ranges_of(name, bounds)
 
-    first = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"), sql=None)
+    first = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"), sql=None,
+                       max_records_per_split=4)
     assert first["committed"] and not first["skipped"] and first["records_written"] == 12
     assert first["replaced"] == []
     assert table.rows(table_spark) == expected(data, ranges)
@@ -125,7 +126,8 @@ def test_a_run_as_read_is_the_readers_files_in_one_delta_rs_version(
         "app", "run-1", first["write_id"])
     assert recorded.offsets == {(name, 0): 4, (name, 1): 8, (name, 2): 12}
     assert (txn["appId"], txn["version"]) == (f"kafka-spark:{first['write_id']}", 1)
-    # Exactly the readers' files: one per split, in one landing folder, found there.
+    # Exactly the readers' files: one per split (a range each, at this split size), in one
+    # landing folder, found there.
     assert all(LANDED.match(a["path"]) for a in adds), [a["path"] for a in adds]
     assert len({a["path"].split("/")[0] for a in adds}) == 1
     files = {r[0].rsplit("/", 2)[-2] + "/" + r[0].rsplit("/", 1)[-1] for r in
@@ -148,7 +150,8 @@ def test_a_run_as_read_is_the_readers_files_in_one_delta_rs_version(
     commits = table.commit_count(table_spark)
 
     # A retry of the run: the table says it is done.
-    again = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"), sql=None)
+    again = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1"), sql=None,
+                       max_records_per_split=4)
     assert again["skipped"] and not again["committed"] and again["records_written"] == 0
     assert again["write_id"] == first["write_id"]
     assert table.commit_count(table_spark) == commits
@@ -156,7 +159,7 @@ def test_a_run_as_read_is_the_readers_files_in_one_delta_rs_version(
 
     # A reprocessing (generation 1) replaces the run's rows in one version of Spark's writer.
     redo = run_ingest(table_spark, kafka_config, ranges, table.sink("run-1", generation=1),
-                      sql=None)
+                      sql=None, max_records_per_split=4)
     assert redo["committed"] and redo["replaced"] == [first["write_id"]]
     assert redo["records_written"] == 12
     assert table.rows(table_spark) == expected(data, ranges)

@@ -102,7 +102,8 @@ def test_a_run_as_read_commits_the_readers_files_once_and_a_reprocessing_replace
     table = create(table_spark, kind, warehouses.of(kind), AS_READ_COLUMNS)
     early = ranges_of(name, {0: (0, 5), 1: (0, 5), 2: (0, 5)})
 
-    first = run_ingest(table_spark, kafka_config, early, table.sink("run-1"), sql=None)
+    first = run_ingest(table_spark, kafka_config, early, table.sink("run-1"), sql=None,
+                       max_records_per_split=5)
     assert first["committed"] and first["landed"] and first["records_written"] == 15
     assert table.rows(table_spark) == expected(data, early)
     assert table.writes(table_spark) == Counter({first["write_id"]: 15})
@@ -112,7 +113,8 @@ def test_a_run_as_read_commits_the_readers_files_once_and_a_reprocessing_replace
                         r"/(kafka-spark-[0-9a-f]{32})/part-[^/]+\.zstd\.parquet")
     folders = {m.group(1) for f in files if (m := landed.fullmatch(f))}
     assert len(folders) == 1 and all(landed.fullmatch(f) for f in files)
-    # One file per split, each file's statistics as the readers wrote it.
+    # One file per split (a range each, at this split size), each file's statistics as the
+    # readers wrote it.
     assert sorted(files.values()) == [(5, 0, 0, 4), (5, 1, 0, 4), (5, 2, 0, 4)]
     assert stored_parquet(data_folder, s3_endpoint) == set(files)
     [record] = table.records(table_spark)
@@ -124,14 +126,15 @@ def test_a_run_as_read_commits_the_readers_files_once_and_a_reprocessing_replace
         f"SELECT snapshot_id FROM {table.name}.snapshots").first()["snapshot_id"])
 
     # A retry of the run: the table has its write; nothing is committed, its files are gone.
-    again = run_ingest(table_spark, kafka_config, early, table.sink("run-1"), sql=None)
+    again = run_ingest(table_spark, kafka_config, early, table.sink("run-1"), sql=None,
+                       max_records_per_split=5)
     assert again["skipped"] and not again["committed"] and again["records_written"] == 0
     assert table.commit_count(table_spark) == 1
     assert stored_parquet(data_folder, s3_endpoint) == set(files)
 
     # A reprocessing: one snapshot removes the run's earlier files and adds the new ones.
     redo = run_ingest(table_spark, kafka_config, early, table.sink("run-1", generation=1),
-                      sql=None)
+                      sql=None, max_records_per_split=5)
     assert redo["committed"] and redo["landed"] and redo["replaced"] == [first["write_id"]]
     assert table.commit_count(table_spark) == 2
     assert table.rows(table_spark) == expected(data, early)
@@ -145,7 +148,8 @@ def test_a_run_as_read_commits_the_readers_files_once_and_a_reprocessing_replace
 
     # Another run; a filter on the offset prunes by the files' statistics.
     late = ranges_of(name, {0: (5, 10), 1: (5, 10), 2: (5, 10)})
-    run_ingest(table_spark, kafka_config, late, table.sink("run-2"), sql=None)
+    run_ingest(table_spark, kafka_config, late, table.sink("run-2"), sql=None,
+               max_records_per_split=5)
     assert table.rows(table_spark) == expected(data, early) + expected(data, late)
     assert sorted(current_files(table_spark, table).values()) == sorted(
         [(5, p, 0, 4) for p in range(3)] + [(5, p, 5, 9) for p in range(3)])
