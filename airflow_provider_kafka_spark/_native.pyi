@@ -3,7 +3,7 @@
 Private: imported only by ``spark/native.py``; ``spark/read/datasource.py`` reads with
 :class:`SliceReader`, ``spark/write/transactions.py``
 writes with :class:`BatchProducer`, ``spark/formats/fast.py`` decodes values with
-:class:`AvroDecoder` and :class:`JsonDecoder`. Configs are librdkafka settings as strings
+:class:`AvroDecoder`. Configs are librdkafka settings as strings
 (:func:`~airflow_provider_kafka_spark.offsets.config.native_settings`). librdkafka errors are
 raised as ``confluent_kafka.KafkaException(KafkaError(...))``; a setting librdkafka does not
 know or refuses is ``KafkaError._INVALID_ARG`` naming it.
@@ -96,14 +96,3 @@ class AvroDecoder:
         wire format, truncated, not of its writer schema); ``unknown`` ``(row, schema id)``
         for ids never registered; ``unsupported`` the rows of ids registered as
         unsupported. A null value is in no list."""
-
-class JsonDecoder:
-    """JSON values (one object per record) decoded into a struct column with arrow-json's
-    conversions."""
-
-    def __init__(self, schema: pa.Schema) -> None:
-        """``schema``: the fields of the decoded struct."""
-    def decode(self, values: pa.Array) -> tuple[pa.StructArray, list[tuple[int, str]]]:
-        """``values`` (binary) decoded: ``(column, corrupt)``, ``corrupt`` ``(row, reason)``
-        for a value that is not one JSON object of the schema (null there); a null value is
-        a null row and not corrupt."""

@@ -13,7 +13,6 @@ try:
     from airflow_provider_kafka_spark._native import (
         AvroDecoder,
         BatchProducer,
-        JsonDecoder,
         SliceReader,
         librdkafka_version,
     )
@@ -26,4 +25,4 @@ except ModuleNotFoundError as exc:  # pragma: no cover - only without a build
         "in a checkout, which builds native/ with Rust's cargo), and make sure the Python "
         "process (and Spark's Python workers) import that copy.", name=exc.name) from exc
 
-__all__ = ["AvroDecoder", "BatchProducer", "JsonDecoder", "SliceReader", "librdkafka_version"]
+__all__ = ["AvroDecoder", "BatchProducer", "SliceReader", "librdkafka_version"]

@@ -1,13 +1,13 @@
 //! Kafka values decoded into Arrow columns (issue 53): Avro in the Confluent Schema Registry
-//! wire format with `arrow-avro`, JSON documents with `arrow-json`.
+//! wire format with `arrow-avro`.
 //!
-//! Both decoders take a binary column (one Kafka value per row) and return a struct column of
+//! The decoder takes a binary column (one Kafka value per row) and return a struct column of
 //! the same length plus, per row that did not decode, `(row, reason)`. A null value (a
 //! tombstone) is a null row and not corrupt. Which rows are corrupt and why is decided here;
 //! what that means (`on_corrupt`, topic/partition/offset in the message) is decided in Python
 //! (`spark/formats/fast.py`).
 //!
-//! Each decoder decodes a whole run of records at once and goes record by record only after a
+//! It decodes a whole run of records at once and goes record by record only after a
 //! failure: a record that fails leaves the row builders half-written, so the decoder is rebuilt,
 //! the good records since the last flush are decoded again and flushed, and decoding goes on.
 //! Every good record is decoded at most twice, whatever the number of corrupt ones.
@@ -19,9 +19,8 @@ use arrow_array::{new_null_array, Array, ArrayRef, BinaryArray, RecordBatch, Str
 use arrow_avro::reader::{Decoder as AvroRowDecoder, DecoderMode, ReaderBuilder as AvroBuilder};
 use arrow_avro::schema::{AvroSchema, Fingerprint, FingerprintAlgorithm, SchemaStore};
 use arrow_data::ArrayData;
-use arrow_json::reader::{Decoder as JsonRowDecoder, ReaderBuilder as JsonBuilder};
 use arrow_pyarrow::PyArrowType;
-use arrow_schema::{DataType, Fields, Schema, SchemaRef};
+use arrow_schema::{DataType, Fields, SchemaRef};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -357,91 +356,6 @@ impl AvroDecoder {
             corrupt.sort_unstable_by_key(|(row, _)| *row);
             let array = out.assemble(&self.fields, len)?;
             Ok((PyArrowType(array), corrupt, unknown, unsupported))
-        })
-    }
-}
-
-struct JsonRows(JsonRowDecoder);
-
-impl RowDecoder for JsonRows {
-    fn feed(&mut self, record: &[u8]) -> Result<(), String> {
-        let first = record.iter().find(|b| !b.is_ascii_whitespace());
-        if first != Some(&b'{') {
-            return Err("the value is not a JSON object".to_string());
-        }
-        let before = self.0.len();
-        let consumed = self.0.decode(record).map_err(|e| json_reason(&e.to_string()))?;
-        if consumed != record.len() || self.0.has_partial_record() {
-            return Err("the value is not one complete JSON document (truncated?)".to_string());
-        }
-        if self.0.len() != before + 1 {
-            return Err("the value holds more than one JSON document".to_string());
-        }
-        Ok(())
-    }
-    fn flush(&mut self) -> Result<Option<RecordBatch>, String> {
-        self.0.flush().map_err(|e| json_reason(&e.to_string()))
-    }
-    fn is_full(&self) -> bool {
-        self.0.len() >= CHUNK
-    }
-}
-
-fn json_reason(error: &str) -> String {
-    let error = error.lines().next().unwrap_or("").chars().take(300).collect::<String>();
-    format!("the value is not JSON of the schema ({error})")
-}
-
-/// Decodes JSON values (one document, an object, per record) into a struct column of a given
-/// Arrow schema, with `arrow-json`'s conversions.
-#[pyclass(module = "airflow_provider_kafka_spark._native")]
-pub struct JsonDecoder {
-    schema: SchemaRef,
-}
-
-impl JsonDecoder {
-    fn build(&self) -> PyResult<JsonRows> {
-        JsonBuilder::new(self.schema.clone())
-            .with_batch_size(CHUNK + 1)
-            .build_decoder()
-            .map(JsonRows)
-            .map_err(|e| PyValueError::new_err(format!("the JSON decoder: {e}")))
-    }
-}
-
-#[pymethods]
-impl JsonDecoder {
-    /// `schema`: the Arrow schema of the decoded struct's fields.
-    #[new]
-    fn new(schema: PyArrowType<Schema>) -> PyResult<Self> {
-        let decoder = JsonDecoder { schema: Arc::new(schema.0) };
-        decoder.build()?;
-        Ok(decoder)
-    }
-
-    /// Decode a binary column: `(struct column, corrupt)`, `corrupt` being `(row, reason)` for
-    /// each non-null value that is not one JSON object of the schema. Null values are null
-    /// rows and not corrupt.
-    #[allow(clippy::type_complexity)]
-    fn decode(
-        &self,
-        py: Python<'_>,
-        values: PyArrowType<ArrayData>,
-    ) -> PyResult<(PyArrowType<ArrayData>, Vec<(usize, String)>)> {
-        let values = binary_values(&values.0)?;
-        let len = values.len();
-        py.detach(|| {
-            let records: Vec<(usize, &[u8])> = (0..len)
-                .filter(|&row| !values.is_null(row))
-                .map(|row| (row, values.value(row)))
-                .collect();
-            let mut corrupt = Vec::new();
-            let mut out = Segments::new();
-            let build = || self.build();
-            decode_run(&build, &records, &mut out, &mut corrupt)?;
-            corrupt.sort_unstable_by_key(|(row, _)| *row);
-            let array = out.assemble(self.schema.fields(), len)?;
-            Ok((PyArrowType(array), corrupt))
         })
     }
 }

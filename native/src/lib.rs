@@ -1,10 +1,9 @@
 //! `airflow_provider_kafka_spark._native`: Kafka <-> Arrow without a Python object per record.
 //!
 //! A thin layer over librdkafka (built from source by `rdkafka-sys`): [`read::SliceReader`]
-//! consumes one partition's offsets into Arrow record batches, [`write::BatchProducer`]
-//! produces the rows of Arrow record batches, [`decode::AvroDecoder`] and
-//! [`decode::JsonDecoder`] decode Kafka values (Schema Registry Avro, JSON) into Arrow
-//! columns. Every decision about what a record, an event or
+//! consumes ranges of partitions into Arrow record batches, [`write::BatchProducer`]
+//! produces the rows of Arrow record batches, [`decode::AvroDecoder`] decodes Kafka values
+//! (Schema Registry Avro) into Arrow columns. Every decision about what a record, an event or
 //! an error means stays in the Python package (`spark/datasource.py`, `spark/transactions.py`);
 //! this crate only moves bytes and reports librdkafka's error codes as
 //! `confluent_kafka.KafkaException(KafkaError(...))`, the shape the package already handles.
@@ -28,6 +27,5 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<read::SliceReader>()?;
     m.add_class::<write::BatchProducer>()?;
     m.add_class::<decode::AvroDecoder>()?;
-    m.add_class::<decode::JsonDecoder>()?;
     Ok(())
 }

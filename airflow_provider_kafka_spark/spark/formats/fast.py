@@ -1,6 +1,5 @@
 """Kafka values decoded natively into Arrow columns (issue 53): Avro in the Schema Registry
-wire format, and JSON values, by the ``_native`` module's :class:`AvroDecoder` and
-:class:`JsonDecoder` instead of per record in Python.
+wire format, by the ``_native`` module's :class:`AvroDecoder` instead of per record in Python.
 
 The decoded column is cast to ``utc_arrow_type(spark_type)``, the same Spark type and values
 as today's paths give (:func:`codec.decode_one`, confluent-kafka's ``AvroDeserializer``; Spark's
@@ -20,12 +19,11 @@ Avro, today's path for some records:
       arrow-avro cannot resolve against the reader schema (those are corrupt on today's path
       too, with fastavro's reason).
 
-JSON (:func:`json_decoder`): not used by ``decode_kafka`` yet (its ``json`` path is Spark's
-``from_json`` in ``spark/read/decode.py``). arrow-json differs from ``from_json`` where a
-value has another JSON type than the field: an integer field given a fraction is truncated
-(Spark: corrupt), a string field given a number or an object is corrupt (Spark keeps its JSON
-text), a timestamp field given a number reads it in the column's unit (Spark: seconds). Those
-need checks of their own before the native decoder can take the ``json`` format.
+JSON stays Spark's ``from_json`` (``spark/read/decode.py``): arrow-json, the native candidate,
+differs from ``from_json`` where a value has another JSON type than the field (an integer
+field given a fraction is truncated where Spark finds it corrupt, a string field given a
+number is corrupt where Spark keeps its JSON text, a timestamp field given a number is read in
+the column's unit where Spark reads seconds), which needs checks of its own first.
 
 Unknown schema ids are fetched from the registry once per process (the client caches them)
 and the batch is decoded again; an id the registry does not have makes its records corrupt
@@ -207,35 +205,3 @@ def header_rows(headers: pa.Array | None, field_name: str) -> list[int]:
         return []
     parents = pc.list_parent_indices(headers)
     return sorted(set(pc.filter(parents, hits).to_pylist()))
-
-
-JSON_TYPES = (T.BooleanType, T.LongType, T.DoubleType, T.StringType)
-"""The leaf Spark types :func:`json_decoder` takes (in structs and arrays of them): those whose
-JSON values arrow-json and ``from_json`` read alike when the value has the field's JSON type."""
-
-
-def _json_native(dtype: T.DataType) -> bool:
-    if isinstance(dtype, T.StructType):
-        return all(_json_native(f.dataType) for f in dtype.fields)
-    if isinstance(dtype, T.ArrayType):
-        return _json_native(dtype.elementType)
-    return isinstance(dtype, JSON_TYPES)
-
-
-def json_decoder(struct: T.StructType) -> Callable[[pa.Array], Decoded] | None:
-    """A native decoder of JSON values (one object per record) into ``struct``, or None for a
-    type outside :data:`JSON_TYPES` (see the module's docs for how it differs from
-    ``from_json``)."""
-    if not _json_native(struct):
-        return None
-    arrow_type = utc_arrow_type(struct)
-    decoder = native.JsonDecoder(pa.schema(list(arrow_type)))
-
-    def decode(values: pa.Array) -> Decoded:
-        column, corrupt = decoder.decode(values)
-        errors: list[str | None] = [None] * len(values)
-        for row, reason in corrupt:
-            errors[row] = reason
-        return Decoded(exact_cast(column, arrow_type), errors)
-
-    return decode
