@@ -193,11 +193,12 @@ SINK_STEPS: tuple[str, ...] = ("describe", "prepare", "intake", "write", "commit
 
 
 def check_stages(owner: str, sink: Any, decode: Any, transform: Any, sql: Any, *,
-                 rendered: bool = True) -> None:
+                 rendered: bool = True, shape: Any = None) -> None:
     """The stages of an ingest, checked together (``ingest()`` and the ingest operator): a
     sink, a :class:`~airflow_provider_kafka_spark.decoding.Decoding` or None that the sink can
-    take (its dead letters), and at most one of a callable ``transform`` and a ``sql`` query
-    (checked once rendered when it is a template).
+    take (its dead letters), and at most one of a callable ``transform``, a ``sql`` query
+    (checked once rendered when it is a template) and a
+    :class:`~airflow_provider_kafka_spark.shaping.Shape`.
 
     Raises:
         ConfigurationError: the first bad one, named with its value and a remedy.
@@ -217,6 +218,14 @@ def check_stages(owner: str, sink: Any, decode: Any, transform: Any, sql: Any, *
             accepts_dead_letters(decode is not None and decode.on_corrupt == "dead_letter")
         except ConfigurationError as exc:
             raise ConfigurationError(f"{owner}: {exc}") from None
+    if shape is not None:
+        from airflow_provider_kafka_spark.shaping import Shape
+
+        if not isinstance(shape, Shape):
+            raise bad_argument(owner, "shape", shape, "pass Shape(columns, derived), or None")
+        if transform is not None or sql is not None:
+            raise ConfigurationError(f"{owner}: pass shape= or a transform= / sql=, not both; "
+                                     "select and derive the columns in the transform instead.")
     if transform is not None and sql is not None:
         raise ConfigurationError(f"{owner}: pass transform= or sql=, not both; fold the SQL "
                                  "into the transform (spark.sql over a view) or the other way "

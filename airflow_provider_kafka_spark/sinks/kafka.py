@@ -188,7 +188,8 @@ class KafkaSink(Sink):
                 "transform or sql return those (select or rename the columns). Nothing was read "
                 "or written."
             )
-        marked = given.native_as_read and self.delivery_guarantee == "exactly_once"
+        marked = (given.native_as_read and given.shape is None
+                  and self.delivery_guarantee == "exactly_once")
         return Intake(RowsWithSplitEnds() if marked else SparkRows())
 
     def describe(self) -> dict[str, Any]:

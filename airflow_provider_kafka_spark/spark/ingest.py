@@ -59,6 +59,7 @@ from airflow_provider_kafka_spark.errors import kafka_errors
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import SQL_VIEW, Engine
+from airflow_provider_kafka_spark.shaping import Shape
 from airflow_provider_kafka_spark.spark.decoded import DecodedSlice, decoding_of, good_records
 from airflow_provider_kafka_spark.spark.ingest_checks import check_ingest_arguments, checked_intake
 from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts, IngestResult
@@ -78,6 +79,7 @@ from airflow_provider_kafka_spark.spark.read.summary import (
     summarize,
 )
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
+from airflow_provider_kafka_spark.spark.shape import checked_shape, shape_frame
 from airflow_provider_kafka_spark.spark.transformation import Transform, Transformation
 
 __all__ = ["SQL_VIEW", "SinkProtocol", "ingest"]
@@ -124,6 +126,7 @@ def ingest(
     decode: Decoding | None = None,
     transform: Transform | None = None,
     sql: str | None = None,
+    shape: Shape | None = None,
     manifest: Mapping[str, Any] | None = None,
     owner: str = "ingest",
     progress_every: float | None = 30.0,
@@ -156,6 +159,12 @@ def ingest(
             free of side effects.
         sql: instead of ``transform``, one Spark SQL query (``SELECT``, ``WITH ... SELECT``,
             ``VALUES``, ``TABLE``) over the view ``kafka`` of the records read.
+        shape: instead of ``transform`` or ``sql``, the columns to land, declared
+            (:class:`~airflow_provider_kafka_spark.shaping.Shape`: Kafka columns and decoded
+            fields, renamed, and columns derived from a timestamp, e.g. its hour). The readers
+            apply it themselves when they land the records as read into a ``FileSink`` of
+            Parquet, also one partitioned by the shape's columns (``partition_by``: a folder
+            per value); other writes apply it through Spark, with the same result.
         manifest: JSON-ready fields the manifest holds besides its ``version``, ``written_at``,
             the ``ranges`` and the statistics (the operator's ``dag_id``, ``task_id``,
             ``run_id``).
@@ -178,7 +187,8 @@ def ingest(
     offset_ranges = check_ingest_arguments(
         owner, spark, ranges, sink, engine=engine, max_records_per_split=max_records_per_split,
         include_headers=include_headers, on_data_loss=on_data_loss, decode=decode,
-        transform=transform, sql=sql, manifest=manifest, progress_every=progress_every)
+        transform=transform, sql=sql, manifest=manifest, progress_every=progress_every,
+        shape=shape)
     on_corrupt = decode.on_corrupt if decode is not None else "fail"
     if offset_ranges.is_empty():
         return IngestResult.of(offset_ranges, sink.describe())
@@ -188,11 +198,17 @@ def ingest(
     decoding = decoding_of(owner, decode, offset_ranges)
     shaped = transformation.apply(good_records(decoding(empty)) if decoding else empty,
                                   checking=True)
+    if shape is not None:
+        with checked_shape(owner, shape):
+            shaped = shape_frame(shaped, shape)
     config = KafkaConfig.of(kafka_config)
-    given = SinkInput(identity=json.dumps([offset_ranges.identity(), include_headers, sql]),
+    identity: list[Any] = [offset_ranges.identity(), include_headers, sql]
+    if shape is not None:  # (an input without one is named as before shapes existed)
+        identity.append(shape.to_json())
+    given = SinkInput(identity=json.dumps(identity),
                       records=("transformed" if not transformation.is_identity()
                                else "decoded" if decoding else "as_read"),
-                      engine=engine, ranges=offset_ranges)
+                      engine=engine, ranges=offset_ranges, shape=shape)
 
     def read(**counters: Any) -> DataFrame:
         return read_kafka(
@@ -229,7 +245,8 @@ def ingest(
                         if on_corrupt == "fail" and not in_write_pass:
                             decoded.check(marked)  # nothing of it may be visible
                         good, dead_letters = decoded.good, decoded.dead_letters
-                    output = sink.write(transformation.apply(good, checking=False),
+                    written = transformation.apply(good, checking=False)
+                    output = sink.write(written if shape is None else shape_frame(written, shape),
                                         dead_letters)
                     if not after_commit:
                         if decoded is not None:  # in_write_pass: corrupt records fail it here

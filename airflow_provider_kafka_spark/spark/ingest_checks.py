@@ -29,7 +29,8 @@ from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
 def check_ingest_arguments(owner: str, spark: Any, ranges: Any, sink: Any, *, engine: Any,
                            max_records_per_split: Any, include_headers: Any,
                            on_data_loss: Any, decode: Any, transform: Any, sql: Any,
-                           manifest: Any, progress_every: Any) -> OffsetRanges:
+                           manifest: Any, progress_every: Any, shape: Any = None
+                           ) -> OffsetRanges:
     """The parsed ranges, once every argument is checked (no Spark action, no cluster call).
 
     Raises:
@@ -45,7 +46,7 @@ def check_ingest_arguments(owner: str, spark: Any, ranges: Any, sink: Any, *, en
     offset_ranges = OffsetRanges.from_json(ranges)
     ReadOptions(engine=engine, max_records_per_split=max_records_per_split,
                 include_headers=include_headers, on_data_loss=on_data_loss, owner=owner)
-    check_stages(owner, sink, decode, transform, sql)
+    check_stages(owner, sink, decode, transform, sql, shape=shape)
     check_mapping(owner, "manifest", manifest, meaning="JSON-ready manifest fields")
     check_progress_every(owner, progress_every)
     return offset_ranges
@@ -74,6 +75,11 @@ def checked_intake(owner: str, sink: Any, intake: Any, given: SinkInput) -> Inta
             f"{given.records!r} read with engine={given.engine!r}; the readers land files "
             "and mark split ends only for records as read with engine='python' "
             "(SinkInput.native_as_read). Answer SparkRows() for this input. Nothing was read.")
+    if isinstance(intake.takes, RowsWithSplitEnds) and given.shape is not None:
+        raise ConfigurationError(
+            f"{owner}: {shown(sink)}.intake() answered RowsWithSplitEnds for records shaped by "
+            f"{shown(given.shape)}; the shape drops the readers' end rows. Answer SparkRows() "
+            "for this input. Nothing was read.")
     if isinstance(intake.takes, LandedParquet) and not (
             isinstance(intake.takes.folder, ParquetFolder) and callable(intake.takes.adopt)):
         raise ConfigurationError(

@@ -33,6 +33,7 @@ from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import Engine
 
 if TYPE_CHECKING:
+    from airflow_provider_kafka_spark.shaping import Shape
     from airflow_provider_kafka_spark.spark.read.landing import LandedFile, ParquetFolder
 
 Records = Literal["as_read", "decoded", "transformed"]
@@ -50,12 +51,16 @@ class SinkInput:
     :param records: see :data:`Records`.
     :param engine: which readers read them (``read_kafka``'s ``engine``).
     :param ranges: the pinned ranges read (None: not given, e.g. a sink asked on its own).
+    :param shape: the columns the sink gets of the records (``ingest``'s ``shape``), which the
+        readers apply themselves when they land files (:class:`LandedParquet`); None: the
+        records' own columns.
     """
 
     identity: str
     records: Records
     engine: Engine
     ranges: OffsetRanges | None = None
+    shape: Shape | None = None
 
     @property
     def native_as_read(self) -> bool:

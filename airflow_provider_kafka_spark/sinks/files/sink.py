@@ -227,30 +227,38 @@ class FileSink(Sink):
 
     def intake(self, given: SinkInput) -> Intake:
         """Staged (nothing is visible before :meth:`commit`). Records as read by the native
-        readers land as Parquet files in the staging folder (on S3: the output folder),
-        written by the readers themselves, then :meth:`adopt`; Spark's writer writes them
-        instead (:meth:`write`) for a format other than Parquet, options other than
-        ``compression``, ``partition_by``, a file system other than the local one or S3, a
-        Spark Connect session, or records decoded or transformed."""
+        readers (shaped by ``ingest``'s ``shape``, if any) land as Parquet files in the
+        staging folder (on S3: the output folder), written by the readers themselves, then
+        :meth:`adopt`; Spark's writer writes them instead (:meth:`write`) for a format other
+        than Parquet, options other than ``compression``, ``partition_by`` of columns the
+        shape does not make, a file system other than the local one or S3, a Spark Connect
+        session, or records decoded or transformed."""
         self._require_prepared("intake")
-        folder = self._landing_folder() if given.native_as_read else None
+        folder = self._landing_folder(given) if given.native_as_read else None
         return Intake(LandedParquet(folder, self.adopt) if folder else SparkRows(), staged=True)
 
-    def _landing_folder(self) -> ParquetFolder | None:
-        """The folder the readers may write the records into as Parquet files, or None when
-        Spark's writer must write them (see :meth:`intake`)."""
+    def _landing_folder(self, given: SinkInput) -> ParquetFolder | None:
+        """The folder the readers may write the records into as Parquet files (shaped and
+        partitioned as ``given`` and ``partition_by`` say), or None when Spark's writer must
+        write them (see :meth:`intake`)."""
+        from airflow_provider_kafka_spark.shaping import parse_column
         from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS, ParquetFolder
 
         local = not self._connect and self._writes_to.startswith("file:/")
-        if (self.format.lower() != "parquet" or self.partition_by
+        shaped = set() if given.shape is None else set(given.shape.derived) | {
+            parse_column(c)[1] for c in given.shape.columns}  # type: ignore[index]
+        if (self.format.lower() != "parquet" or not set(self.partition_by) <= shaped
                 or not (local or self._objects is not None)
                 or {k.lower() for k in self.options} - {"compression"}
                 or self._codec not in PARQUET_CODECS):
             return None
+        shape, by = given.shape, tuple(self.partition_by)
         if self._objects is not None:
             bucket, prefix = self._objects.bucket, self._objects.prefix
-            return ParquetFolder(f"s3://{bucket}/{prefix}", self._codec, self._objects.settings)
-        return ParquetFolder(self._writes_to[len("file:"):], self._codec)
+            return ParquetFolder(f"s3://{bucket}/{prefix}", self._codec, self._objects.settings,
+                                 shape=shape, partition_by=by)
+        return ParquetFolder(self._writes_to[len("file:"):], self._codec, shape=shape,
+                             partition_by=by)
 
     def adopt(self, files: Sequence[LandedFile]) -> dict[str, Any]:
         """Instead of :meth:`write`: the readers wrote ``files`` into the folder

@@ -89,18 +89,49 @@ def keep_only(files: Files, notes: Notes, layout: Layout, path: str,
     the empty write's output stays: a folder with the output's schema and no rows."""
     if not names:
         return
-    kept, present = set(names), set(files.names(layout.staging))
-    if not kept <= present:
+    missing = _missing(files, layout.staging, set(names))
+    if missing:
         raise SinkError(
-            f"the file sink's staging folder for {path!r} lacks {sorted(kept - present)[:3]}, "
+            f"the file sink's staging folder for {path!r} lacks {sorted(missing)[:3]}, "
             "which the readers reported writing: the executors write to a file system this "
             "driver does not see (a local path on a cluster of several machines). Write to a "
             "file system every machine shares (hdfs:, s3a:, or a shared mount). Nothing was "
             "published.")
-    for name in present:
-        if name not in kept:
-            files.delete(files.child(layout.staging, name), False)
+    _keep_only_in(files, layout.staging, set(names))
     files.write_text(files.child(layout.staging, "_SUCCESS"), "")
+
+
+def _by_first(names: set[str]) -> dict[str, set[str]]:
+    """``names`` (relative, maybe in partition folders: ``hour=07/part-0.parquet``) by their
+    first part, each with the rest of the names under it."""
+    tops: dict[str, set[str]] = {}
+    for name in names:
+        head, _, rest = name.partition("/")
+        tops.setdefault(head, set())
+        if rest:
+            tops[head].add(rest)
+    return tops
+
+
+def _missing(files: Files, folder: str, names: set[str]) -> set[str]:
+    present = set(files.names(folder))
+    missing: set[str] = set()
+    for head, rest in _by_first(names).items():
+        if head not in present:
+            missing |= {f"{head}/{r}" for r in rest} if rest else {head}
+        elif rest:
+            missing |= {f"{head}/{m}" for m in _missing(files, files.child(folder, head), rest)}
+    return missing
+
+
+def _keep_only_in(files: Files, folder: str, names: set[str]) -> None:
+    """Delete every entry of ``folder`` but ``names`` (and the folders on their way)."""
+    tops = _by_first(names)
+    for name in files.names(folder):
+        if name not in tops:
+            files.delete(files.child(folder, name), True)
+        elif tops[name]:
+            _keep_only_in(files, files.child(folder, name), tops[name])
 
 
 def commit(files: Files, notes: Notes, layout: Layout, path: str, manifest: str) -> None:

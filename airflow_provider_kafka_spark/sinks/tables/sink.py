@@ -259,7 +259,8 @@ class TableSink(Sink):
         only keeps them and :meth:`commit` writes them in the run's one table commit, so the
         statistics are known after the commit."""
         rows = Intake(SparkRows(), staged=True, statistics_after_commit=True)
-        if not (given.native_as_read and given.ranges is not None and self._spark is not None
+        if not (given.native_as_read and given.shape is None and given.ranges is not None
+                and self._spark is not None
                 and self._output is not None):
             return rows
         assert self.application is not None and self.run is not None  # checked in prepare()

@@ -78,6 +78,7 @@ from airflow_provider_kafka_spark.offsets.config import (
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import MAX_OFFSET, shown
 from airflow_provider_kafka_spark.s3 import S3Settings
+from airflow_provider_kafka_spark.shaping import Shape
 from airflow_provider_kafka_spark.spark.native import SliceReader
 from airflow_provider_kafka_spark.spark.progress import reported
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
@@ -99,6 +100,10 @@ LAND_FOLDER_OPTION = "landFolder"
 LAND_COMPRESSION_OPTION = "landCompression"
 LAND_CONSTANTS_OPTION = "landConstants"
 """The constant columns of the landed files (JSON ``[[name, value], ...]``)."""
+LAND_SHAPE_OPTION = "landShape"
+"""The columns of the landed files (JSON: ``Shape.to_json()``)."""
+LAND_PARTITION_BY_OPTION = "landPartitionBy"
+"""The columns of the shape whose values name the landed files' folders (JSON list)."""
 SPLIT_ENDS_OPTION = "splitEnds"
 PROGRESS_OPTION = "progressTo"
 """``host:port`` where each reader reports its records read while its task runs
@@ -210,9 +215,12 @@ def _landing_option(options: Mapping[str, str]) -> ParquetFolder | None:
         return None
     s3 = options.get(LAND_S3_OPTION)
     constants = json.loads(options.get(LAND_CONSTANTS_OPTION, "[]"))
+    shape = options.get(LAND_SHAPE_OPTION)
     return ParquetFolder(folder, options.get(LAND_COMPRESSION_OPTION, "snappy").lower(),
                          None if s3 is None else S3Settings.from_json(s3),
-                         tuple((str(n), str(v)) for n, v in constants))
+                         tuple((str(n), str(v)) for n, v in constants),
+                         None if shape is None else Shape.from_json(json.loads(shape)),
+                         tuple(json.loads(options.get(LAND_PARTITION_BY_OPTION, "[]"))))
 
 
 def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:

@@ -27,10 +27,13 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame
 from pyspark.sql.types import (
+    ArrayType,
     BinaryType,
     IntegerType,
     LongType,
@@ -43,8 +46,10 @@ from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.s3 import ObjectUpload, S3Settings, is_s3, split_s3
+from airflow_provider_kafka_spark.shaping import Shape, parse_column
 from airflow_provider_kafka_spark.spark.read.splits import Split
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
+from airflow_provider_kafka_spark.spark.shape import partition_path, shape_batch
 
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
 """Spark's Parquet ``compression`` names that pyarrow writes too."""
@@ -53,24 +58,34 @@ ROW_GROUP_BYTES = 64 * 1024 * 1024
 """A task buffers its batches into row groups of about this many bytes (Arrow's size) before
 writing them: the memory a task holds, whatever the size of the slice."""
 
+MAX_OPEN_FILES = 32
+"""A task that lands records partitioned by value keeps at most this many files open; the file
+of the value written to least recently is closed for a new one (a value met again later gets
+another file). With :data:`ROW_GROUP_BYTES` this bounds a task's memory, whatever the number
+of partition values in its split."""
+
+_FILE_TYPE = StructType([
+    StructField("name", StringType()), StructField("size", LongType()),
+    StructField("modified_ms", LongType()), StructField("footer", BinaryType())])
+
 REPORT_SCHEMA = StructType([
     StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("start", LongType()), StructField("records", LongType()),
     StructField("first_offset", LongType()), StructField("last_offset", LongType()),
     StructField("min_us", LongType()), StructField("max_us", LongType()),
-    StructField("bytes", LongType()), StructField("file", StringType()),
-    StructField("file_size", LongType()), StructField("modified_ms", LongType()),
-    StructField("footer", BinaryType()),
+    StructField("bytes", LongType()), StructField("files", ArrayType(_FILE_TYPE)),
 ])
 """One row per range of a landing read: its counts and, on the row of its split's first range,
-the file the split wrote (``file`` None: no records, or not the first range), with what
+the files the split wrote (null on the other rows; empty: no records), each with what
 :class:`LandedFile` holds of it."""
 
+_ARROW_FILE = pa.struct([("name", pa.string()), ("size", pa.int64()),
+                         ("modified_ms", pa.int64()), ("footer", pa.binary())])
 _ARROW_REPORT = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
     ("records", pa.int64()), ("first_offset", pa.int64()), ("last_offset", pa.int64()),
-    ("min_us", pa.int64()), ("max_us", pa.int64()), ("bytes", pa.int64()), ("file", pa.string()),
-    ("file_size", pa.int64()), ("modified_ms", pa.int64()), ("footer", pa.binary()),
+    ("min_us", pa.int64()), ("max_us", pa.int64()), ("bytes", pa.int64()),
+    ("files", pa.list_(_ARROW_FILE)),
 ])
 
 
@@ -104,16 +119,23 @@ class ParquetFolder:
     absolute local path, or ``s3://bucket/prefix`` with the :class:`S3Settings` to reach it.
     ``constants``: ``(name, value)`` string columns every file gets after the records' columns,
     the same value in every row (a table sink's write id: one dictionary entry per file).
+    ``shape``: the columns the files hold, applied to each batch
+    (:func:`~airflow_provider_kafka_spark.spark.shape.shape_batch`); ``partition_by``: columns
+    of the shape whose values name the files' folders (``hour=2026-12-04-07/``), as Spark's
+    ``partitionBy`` writes them: the files hold the other columns.
 
     Raises:
         ConfigurationError: ``path`` is neither, ``compression`` is not one of
-            :data:`PARQUET_CODECS`, or ``constants`` are not pairs of strings.
+            :data:`PARQUET_CODECS`, ``constants`` are not pairs of strings, or
+            ``partition_by`` without a shape that makes those columns.
     """
 
     path: str
     compression: str = "snappy"
     s3: S3Settings | None = None
     constants: tuple[tuple[str, str], ...] = ()
+    shape: Shape | None = None
+    partition_by: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         local = isinstance(self.path, str) and self.path.startswith("/")
@@ -129,6 +151,11 @@ class ParquetFolder:
                 for c in self.constants)):
             raise ConfigurationError(f"ParquetFolder constants={shown(self.constants)} is not "
                                      "valid; pass a tuple of (name, value) string pairs.")
+        if self.partition_by and (self.shape is None or not isinstance(self.partition_by, tuple)
+                                  or not set(self.partition_by) <= set(self.shape.derived)
+                                  | {parse_column(c)[1] for c in self.shape.columns}):  # type: ignore[index]
+            raise ConfigurationError(f"ParquetFolder partition_by={shown(self.partition_by)} is "
+                                     "not valid; pass a tuple of columns the shape makes.")
 
     def location(self, name: str) -> str:
         """Where the file ``name`` of the folder is: a local path, or an ``s3://`` URI."""
@@ -156,30 +183,11 @@ class ParquetFolder:
     def write(self, split: Split, index: int,
               ranges: Iterable[tuple[PartitionRange, Iterable[pa.RecordBatch]]]
               ) -> Iterator[pa.RecordBatch]:
-        """Write the batches of each range of ``split`` (the ``index``-th of the read) into one
-        new file of the folder; yield the report (a row per range)."""
-        codec = "none" if self.compression == "uncompressed" else self.compression
-        suffix = "parquet" if codec == "none" else f"{codec}.parquet"
-        upload: ObjectUpload | None = None
-        if self.s3 is not None:  # the split's own key: a retry rewrites it
-            name = f"part-{split.name()}.{suffix}"
-            bucket, prefix = split_s3(self.path)
-            upload = ObjectUpload(self.s3.client(), bucket, f"{prefix}/{name}".lstrip("/"))
-            path: Any = upload
-        else:  # named as Spark names its part files (the split's index, a UUID, the codec)
-            name = f"part-{index:05d}-{uuid.uuid4()}-c000.{suffix}"
-            path = os.path.join(self.path, name)
+        """Write the batches of each range of ``split`` (the ``index``-th of the read), shaped,
+        into new files of the folder: one, or one per partition value (at most
+        :data:`MAX_OPEN_FILES` open at once); yield the report (a row per range)."""
+        files = _SplitFiles(self, split, index)
         counted: list[tuple[PartitionRange, SplitCounts]] = []
-        writer = None
-        landed: LandedFile | None = None
-        group: list[pa.RecordBatch] = []  # the next row group, written once about ROW_GROUP_BYTES
-
-        def flush() -> None:
-            table = pa.Table.from_batches(group)
-            assert writer is not None
-            writer.write_table(table, row_group_size=table.num_rows)
-            group.clear()
-
         try:
             for r, batches in ranges:
                 counts = SplitCounts()
@@ -187,38 +195,138 @@ class ParquetFolder:
                     if batch.num_rows == 0:
                         continue
                     counts = counts.add(batch)
-                    batch = self._stamped(batch)
-                    if writer is None:
-                        writer = pq.ParquetWriter(path, batch.schema, compression=codec)
-                    group.append(batch)
-                    if sum(b.nbytes for b in group) >= ROW_GROUP_BYTES:
-                        flush()
+                    files.add(self._stamped(batch if self.shape is None
+                                            else shape_batch(batch, self.shape)))
                 counted.append((r, counts))
-            if group:
-                flush()
-            if writer is not None:
-                writer.close()
-                if upload is not None:
-                    upload.finish()
-                    size = upload.size
-                else:
-                    size = os.path.getsize(path)
-                landed = LandedFile(name, size, int(time.time() * 1000),
-                                    _footer_file(writer.writer.metadata))
+            landed = files.close()
         except BaseException:
-            if upload is not None:  # nothing appears at the key (the writer is dropped)
-                upload.cancel()
-            elif writer is not None:
-                writer.close()
+            files.cancel()
             raise
-        rows: list[dict[str, Any]] = [{"topic": r.topic, "partition": r.partition, "start": r.start,
-                 "records": counts.records, "first_offset": counts.first_offset,
-                 "last_offset": counts.last_offset, "min_us": counts.min_us,
-                 "max_us": counts.max_us, "bytes": counts.bytes} for r, counts in counted]
-        if landed is not None:  # no records: no file, these stay null
-            rows[0].update({"file": landed.name, "file_size": landed.size,
-                            "modified_ms": landed.modified_ms, "footer": landed.footer})
+        rows: list[dict[str, Any]] = [{"topic": r.topic, "partition": r.partition,
+                                       "start": r.start, "records": counts.records,
+                                       "first_offset": counts.first_offset,
+                                       "last_offset": counts.last_offset,
+                                       "min_us": counts.min_us, "max_us": counts.max_us,
+                                       "bytes": counts.bytes} for r, counts in counted]
+        if rows:
+            rows[0]["files"] = [{"name": f.name, "size": f.size, "modified_ms": f.modified_ms,
+                                 "footer": f.footer} for f in landed]
         yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_REPORT)
+
+
+class _SplitFiles:
+    """The files one split writes: one per partition folder (``""`` unpartitioned), a new one
+    for a folder whose file was closed; at most :data:`MAX_OPEN_FILES` open and about
+    :data:`ROW_GROUP_BYTES` of rows buffered (the largest buffer becomes a row group)."""
+
+    def __init__(self, folder: ParquetFolder, split: Split, index: int) -> None:
+        self.folder, self.split, self.index = folder, split, index
+        codec = "none" if folder.compression == "uncompressed" else folder.compression
+        self.codec = codec
+        self.suffix = "parquet" if codec == "none" else f"{codec}.parquet"
+        self.open: dict[str, tuple[Any, Any, str]] = {}  # folder -> (writer, upload, name)
+        self.buffered: dict[str, list[pa.RecordBatch]] = {}
+        self.sizes: dict[str, int] = {}
+        self.count: dict[str, int] = {}  # files begun per folder
+        self.landed: list[LandedFile] = []
+        self.token = uuid.uuid4().hex
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        by = self.folder.partition_by
+        if not by:
+            self._buffer("", batch)
+            return
+        keys = [batch.column(n) for n in by]
+        data = batch.select([n for n in batch.schema.names if n not in by])
+        codes, folders = _groups(keys, list(by))
+        order = np.argsort(codes, kind="stable")
+        sorted_codes = codes[order]
+        taken = data.take(pa.array(order))
+        bounds = [0, *(np.flatnonzero(np.diff(sorted_codes)) + 1).tolist(), len(order)]
+        for lo, hi in zip(bounds, bounds[1:], strict=False):
+            if hi > lo:
+                self._buffer(folders[sorted_codes[lo]], taken.slice(lo, hi - lo))
+
+    def _buffer(self, where: str, batch: pa.RecordBatch) -> None:
+        self.buffered.setdefault(where, []).append(batch)
+        self.sizes[where] = self.sizes.get(where, 0) + batch.nbytes
+        while sum(self.sizes.values()) >= ROW_GROUP_BYTES:
+            self._flush(max(self.sizes, key=self.sizes.__getitem__))
+
+    def _flush(self, where: str) -> None:
+        group = self.buffered.pop(where, [])
+        self.sizes.pop(where, None)
+        if not group:
+            return
+        table = pa.Table.from_batches(group)
+        if where not in self.open:
+            if len(self.open) >= MAX_OPEN_FILES:
+                self._close(next(iter(self.open)))  # the least recently written
+            self.open[where] = self._new_file(where, table.schema)
+        else:  # the most recently written goes last
+            self.open[where] = self.open.pop(where)
+        self.open[where][0].write_table(table, row_group_size=table.num_rows)
+
+    def _new_file(self, where: str, schema: pa.Schema) -> tuple[Any, Any, str]:
+        k = self.count.get(where, 0)
+        self.count[where] = k + 1
+        prefix = f"{where}/" if where else ""
+        folder = self.folder
+        if folder.s3 is not None:  # the split's own keys: a retry rewrites them
+            name = f"{prefix}part-{self.split.name()}{f'-{k}' if k else ''}.{self.suffix}"
+            bucket, root = split_s3(folder.path)
+            upload = ObjectUpload(folder.s3.client(), bucket, f"{root}/{name}".lstrip("/"))
+            return pq.ParquetWriter(upload, schema, compression=self.codec), upload, name
+        # named as Spark names its part files (the split's index, a UUID, the file's count)
+        name = f"{prefix}part-{self.index:05d}-{self.token}-c{k:03d}.{self.suffix}"
+        path = os.path.join(folder.path, name)
+        if where:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        return pq.ParquetWriter(path, schema, compression=self.codec), None, name
+
+    def _close(self, where: str) -> None:
+        writer, upload, name = self.open.pop(where)
+        writer.close()
+        if upload is not None:
+            upload.finish()
+            size = upload.size
+        else:
+            size = os.path.getsize(os.path.join(self.folder.path, name))
+        self.landed.append(LandedFile(name, size, int(time.time() * 1000),
+                                      _footer_file(writer.writer.metadata)))
+
+    def close(self) -> list[LandedFile]:
+        """Write what is buffered, close every file; the files written."""
+        for where in list(self.buffered):
+            self._flush(where)
+        for where in list(self.open):
+            self._close(where)
+        return self.landed
+
+    def cancel(self) -> None:
+        """After a failure: nothing appears at an S3 key (the uploads are aborted); a local
+        file is closed (the sink deletes files no report names)."""
+        for writer, upload, _ in self.open.values():
+            if upload is not None:
+                upload.cancel()
+            else:
+                writer.close()
+        self.open.clear()
+
+
+def _groups(keys: list[pa.Array], names: list[str]) -> tuple[Any, list[str]]:
+    """A code per row (numpy) and the folder of each code: rows of equal key values share a
+    code."""
+    if len(keys) == 1:
+        encoded = pc.dictionary_encode(keys[0], null_encoding="encode")
+        values = encoded.dictionary.to_pylist()
+        codes = encoded.indices.to_numpy(zero_copy_only=False)
+        return codes, [partition_path(names, [v]) for v in values]
+    rows = pa.Table.from_arrays(keys, names=names).to_pylist()
+    found: dict[tuple[Any, ...], int] = {}
+    codes = np.fromiter((found.setdefault(tuple(r.values()), len(found)) for r in rows),
+                        dtype=np.int64, count=len(rows))
+    return codes, [partition_path(names, list(k)) for k in found]
 
 
 @dataclass(frozen=True)
@@ -229,8 +337,8 @@ class Landing:
 
     def files(self) -> list[LandedFile]:
         """The files the successful tasks wrote (in the folder), by name."""
-        return sorted((LandedFile(r["file"], r["file_size"], r["modified_ms"], bytes(r["footer"]))
-                       for r in self.reports if r["file"]), key=lambda f: f.name)
+        return sorted((LandedFile(f["name"], f["size"], f["modified_ms"], bytes(f["footer"]))
+                       for r in self.reports for f in r["files"] or ()), key=lambda f: f.name)
 
     def summaries(self) -> list[PartitionSummary]:
         """The per-partition statistics, as :func:`~airflow_provider_kafka_spark.spark.

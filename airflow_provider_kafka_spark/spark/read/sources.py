@@ -57,7 +57,9 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     LAND_COMPRESSION_OPTION,
     LAND_CONSTANTS_OPTION,
     LAND_FOLDER_OPTION,
+    LAND_PARTITION_BY_OPTION,
     LAND_S3_OPTION,
+    LAND_SHAPE_OPTION,
     LOST_OFFSETS_OPTION,
     PROGRESS_OPTION,
     SPLIT_ENDS_OPTION,
@@ -133,6 +135,10 @@ def spark_read(
             options[LAND_CONSTANTS_OPTION] = json.dumps(landing.constants)
         if landing.s3 is not None:
             options[LAND_S3_OPTION] = landing.s3.to_json()
+        if landing.shape is not None:
+            options[LAND_SHAPE_OPTION] = json.dumps(landing.shape.to_json())
+        if landing.partition_by:
+            options[LAND_PARTITION_BY_OPTION] = json.dumps(list(landing.partition_by))
     if landing is not None or split_ends:
         # Rows only this package reads (the landing's reports; write_kafka's input, whose end
         # rows it strips), never joined: planned here, without the Python data source's own

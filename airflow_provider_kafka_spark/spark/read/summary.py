@@ -139,13 +139,15 @@ class SplitCounts:
     bytes: int = 0
 
     def add(self, batch: pa.RecordBatch) -> SplitCounts:
-        """These counts with ``batch`` (the reader's schema) added."""
+        """These counts with ``batch`` (the reader's schema) added; ``bytes`` counts the keys
+        and values that are still bytes (a decoded one is not counted)."""
         if batch.num_rows == 0:
             return self
         offsets = pc.min_max(batch.column("offset"))
         times = pc.min_max(batch.column("timestamp").cast(pa.int64()))
         size = sum(pc.sum(pc.binary_length(batch.column(name))).as_py() or 0
-                   for name in ("key", "value"))
+                   for name in ("key", "value")
+                   if pa.types.is_binary(batch.schema.field(name).type))
         return SplitCounts(
             self.records + batch.num_rows,
             _least(self.first_offset, offsets["min"].as_py()),
