@@ -28,6 +28,7 @@ from airflow_provider_kafka_spark.options import (
     check_text,
 )
 from airflow_provider_kafka_spark.retries import fail_at_once_when_certain
+from airflow_provider_kafka_spark.shaping import Shape
 from airflow_provider_kafka_spark.sinks import MANIFEST_NAME, Sink
 
 if TYPE_CHECKING:
@@ -73,6 +74,9 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
         None keeps the bytes.
     :param transform: ``callable(DataFrame) -> DataFrame`` applied to the records read.
     :param sql: instead, one Spark SQL query over the view ``kafka``; templated.
+    :param shape: instead of ``transform``/``sql``, the columns to land, declared
+        (:class:`~airflow_provider_kafka_spark.shaping.Shape`); the readers apply it
+        themselves into a ``FileSink`` of Parquet, also partitioned by its columns.
     :param spark_conn_id: a ``spark``/``spark_connect`` connection, or None for a local
         session (:class:`SparkHook`; ``docs/spark-connect.md``); ``spark_conf``: extra conf.
     :param engine: with ``max_records_per_split``, ``include_headers`` and ``on_data_loss``:
@@ -87,18 +91,19 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
 
     def __init__(self, *, ranges: Any, sink: Sink, decode: Decoding | None = None,
                  transform: Callable[[DataFrame], DataFrame] | None = None,
-                 sql: str | None = None, spark_conn_id: str | None = None,
+                 sql: str | None = None, shape: Shape | None = None,
+                 spark_conn_id: str | None = None,
                  spark_conf: dict[str, Any] | None = None,
                  max_records_per_split: int | None = None, engine: str = "python",
                  include_headers: bool = True, on_data_loss: str = "fail",
                  progress_every: float | timedelta | None = 30.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         task = self.task_id
-        check_stages(task, sink, decode, transform, sql, rendered=False)
+        check_stages(task, sink, decode, transform, sql, rendered=False, shape=shape)
         if checkable(ranges, rendered=False):
             parse_ranges(task, ranges)
         self.ranges, self.sink, self.decode = ranges, sink, decode
-        self.transform, self.sql = transform, sql
+        self.transform, self.sql, self.shape = transform, sql, shape
         self.spark_conn_id = check_text(task, "spark_conn_id", spark_conn_id, allow_none=True,
                                         meaning="an Airflow connection id")
         self.spark_conf = check_mapping(task, "spark_conf", spark_conf, meaning="Spark conf")
@@ -138,7 +143,8 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                                      else self.sink)
         except ConfigurationError as exc:  # a rendered field of the sink
             raise ConfigurationError(f"{self.task_id}: {exc}") from None
-        check_stages(self.task_id, sink, self.decode, self.transform, self.sql)
+        check_stages(self.task_id, sink, self.decode, self.transform, self.sql,
+                     shape=self.shape)
         from airflow_provider_kafka_spark.spark.ingest_result import IngestResult
 
         options = self.read_options
@@ -151,7 +157,7 @@ class KafkaSparkIngestOperator(OpenLineageMixin, KafkaSparkBaseOperator):
                 self.spark_hook.get_conn(), ranges, self.kafka_config, sink,
                 engine=options.engine, max_records_per_split=options.max_records_per_split,
                 include_headers=options.include_headers, on_data_loss=options.on_data_loss,
-                decode=self.decode, transform=self.transform, sql=self.sql,
+                decode=self.decode, transform=self.transform, sql=self.sql, shape=self.shape,
                 manifest={"dag_id": self.dag_id, "task_id": self.task_id,
                           "run_id": context["run_id"]},
                 owner=self.task_id, progress_every=self.progress_every,

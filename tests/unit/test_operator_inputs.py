@@ -101,6 +101,17 @@ INGEST_CASES = [
 ]
 
 
+def test_ingest_takes_a_shape_but_not_with_a_transform_or_sql() -> None:
+    from airflow_provider_kafka_spark.shaping import Derived, Shape
+
+    shape = Shape(["offset", "value"], {"hour": Derived("timestamp", "hour")})
+    assert KafkaSparkIngestOperator(**FILES, shape=shape).shape == shape
+    with pytest.raises(ConfigurationError, match="ingest: pass shape= or a transform= / sql="):
+        KafkaSparkIngestOperator(**FILES, shape=shape, sql="SELECT * FROM kafka")
+    with pytest.raises(ConfigurationError, match=r"ingest: shape=\['offset'\] is not valid"):
+        KafkaSparkIngestOperator(**FILES, shape=["offset"])
+
+
 @pytest.mark.parametrize(("value", "kept"), [(30, 30.0), (0.5, 0.5), (timedelta(minutes=1), 60.0),
                                              (0, None), (None, None)])
 def test_ingest_keeps_progress_every_as_seconds_or_none(value: Any, kept: float | None) -> None:
