@@ -19,8 +19,8 @@ DOCS = ROOT / "docs"
 README = ROOT / "README.md"
 # The public modules the API reference covers: each one's __all__, or (without one) the
 # classes, functions and constants it defines at the top level that are not private.
-PUBLIC_MODULES = ("offsets", "spark", "sinks", "decoding", "errors", "operators", "sensors",
-                  "triggers", "hooks", "assets", "naming")
+PUBLIC_MODULES = ("offsets", "spark", "sinks", "decoding", "shaping", "errors", "operators",
+                  "sensors", "triggers", "hooks", "assets", "naming")
 # A ```python block that is deliberately a fragment is marked on the line before it.
 PARTIAL = "<!-- snippet: partial -->"
 FENCE = re.compile(r"^```python\s*$(.*?)^```\s*$", re.MULTILINE | re.DOTALL)
