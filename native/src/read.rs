@@ -111,7 +111,9 @@ impl SliceReader {
                 q
             };
             if partition_queue.is_null() {
-                unsafe { rd::rd_kafka_queue_destroy(queue.ptr()) };
+                let queues = reader.ranges.iter().map(|r| r.queue).chain(std::iter::once(queue))
+                    .collect();
+                destroy(client, queues);
                 return Err(kafka_exception(py, -190, &format!(
                     "no queue for partition {topic}/{partition}"), false, false, false));
             }
