@@ -69,7 +69,7 @@ def test_the_readers_land_a_folder_per_hour_as_sparks_writer_does(
     folders = sorted(p.name for p in ours.iterdir() if p.is_dir())
     assert folders == [f"hour={hour_of(start + h * HOUR_MS)}" for h in range(4)]
     files = sorted(str(p.relative_to(ours)) for p in ours.rglob("*.parquet"))
-    assert len(files) == 4 and all(re.fullmatch(r"hour=[0-9-]+/part-00000-[0-9a-f]{32}-c000"
+    assert len(files) == 4 and all(re.fullmatch(r"hour=[0-9-]+/part-00000-[0-9a-f-]{36}-c000"
                                                 r"\.snappy\.parquet", f) for f in files), files
     expected = Counter((i % 3, i // 3, f"v{i}".encode(), hour_of(start + (i % 4) * HOUR_MS + i))
                        for i in range(120))

@@ -158,6 +158,9 @@ def test_a_parquet_folder_stamps_its_constant_columns_and_removes_its_files(tmp_
     row = report.to_pylist()[0]
     assert (row["records"], row["first_offset"], row["last_offset"]) == (3, 10, 12)
     row["file"] = row["files"][0]["name"]
+    # named as Spark names its part files: the split's index, a UUID, the file's count
+    assert re.fullmatch(r"part-00000-[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-c000\.zstd\.parquet",
+                        row["file"]), row["file"]
     written = pq.read_table(folder.location(row["file"]))
     assert written.column("offset").to_pylist() == [10, 11, 12]
     assert written.column("_kafka_spark_write").to_pylist() == ["a/b/0/c"] * 3

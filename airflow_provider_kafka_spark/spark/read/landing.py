@@ -229,7 +229,7 @@ class _SplitFiles:
         self.sizes: dict[str, int] = {}
         self.count: dict[str, int] = {}  # files begun per folder
         self.landed: list[LandedFile] = []
-        self.token = uuid.uuid4().hex
+        self.token = str(uuid.uuid4())  # as Spark names its part files
 
     def add(self, batch: pa.RecordBatch) -> None:
         by = self.folder.partition_by
