@@ -104,17 +104,17 @@ class Shape:
                     or not isinstance(value, Derived):
                 raise bad_argument(owner, "derived", {name: value},
                                    "pass a column name -> Derived(source, transform)")
-        named = [n for n in (parse_column(c)[1] for c in self.columns) if n != "*"]  # type: ignore[index]
-        named += list(self.derived)
+        named = self.names()
         twice = sorted({n for n in named if named.count(n) > 1})
         if twice:
             raise bad_argument(owner, "columns", twice, "give each column one name (AS <name>)",
                                problem="names columns more than once")
 
-    def sources(self) -> set[str]:
-        """The columns of the records read (and decoded) the shape takes values from."""
-        found = {parse_column(c)[0].split(".")[0] for c in self.columns}  # type: ignore[index]
-        return found | {d.source.split(".")[0].strip() for d in self.derived.values()}
+    def names(self) -> list[str]:
+        """The names of the columns the shape makes, in order, but those of ``value.*``
+        (known only from the decoded value's fields)."""
+        named = [n for n in (parse_column(c)[1] for c in self.columns) if n != "*"]  # type: ignore[index]
+        return named + list(self.derived)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-ready; :meth:`from_json` makes it again."""

@@ -241,12 +241,10 @@ class FileSink(Sink):
         """The folder the readers may write the records into as Parquet files (shaped and
         partitioned as ``given`` and ``partition_by`` say), or None when Spark's writer must
         write them (see :meth:`intake`)."""
-        from airflow_provider_kafka_spark.shaping import parse_column
         from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS, ParquetFolder
 
         local = not self._connect and self._writes_to.startswith("file:/")
-        shaped = set() if given.shape is None else set(given.shape.derived) | {
-            parse_column(c)[1] for c in given.shape.columns}  # type: ignore[index]
+        shaped = set() if given.shape is None else set(given.shape.names())
         if (self.format.lower() != "parquet" or not set(self.partition_by) <= shaped
                 or not (local or self._objects is not None)
                 or {k.lower() for k in self.options} - {"compression"}

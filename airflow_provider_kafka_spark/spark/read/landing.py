@@ -46,7 +46,7 @@ from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.s3 import ObjectUpload, S3Settings, is_s3, split_s3
-from airflow_provider_kafka_spark.shaping import Shape, parse_column
+from airflow_provider_kafka_spark.shaping import Shape
 from airflow_provider_kafka_spark.spark.read.splits import Split
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
 from airflow_provider_kafka_spark.spark.shape import partition_path, shape_batch
@@ -152,8 +152,7 @@ class ParquetFolder:
             raise ConfigurationError(f"ParquetFolder constants={shown(self.constants)} is not "
                                      "valid; pass a tuple of (name, value) string pairs.")
         if self.partition_by and (self.shape is None or not isinstance(self.partition_by, tuple)
-                                  or not set(self.partition_by) <= set(self.shape.derived)
-                                  | {parse_column(c)[1] for c in self.shape.columns}):  # type: ignore[index]
+                                  or not set(self.partition_by) <= set(self.shape.names())):
             raise ConfigurationError(f"ParquetFolder partition_by={shown(self.partition_by)} is "
                                      "not valid; pass a tuple of columns the shape makes.")
 
