@@ -11,6 +11,7 @@ key, topic/partition/offset), and what to do, and never holds a secret.
         WriteConfigError        write_kafka's arguments or input rows (also a KafkaWriteError)
         DecodeError             decode_kafka's options
       OffsetResolutionError     the cluster could not answer a resolution (unknown topic, timeout)
+        UnknownTopicError       a named topic or partition is not there, a pattern matches none
         DataLossError           offsets a range needs were deleted
         IntervalNotCompleteError  an open transaction holds back a timestamp stop (retryable)
       CommitError               consumer-group offsets could not be committed
@@ -29,7 +30,8 @@ key, topic/partition/offset), and what to do, and never holds a secret.
 
 Each class says whether a retry can help (:attr:`KafkaSparkError.retryable`): configuration
 and spec errors (every ``ConfigurationError``), undecodable records (``CorruptRecordError``) and
-deleted offsets (``DataLossError``) fail the same way on every try, so the Airflow layer ends
+deleted offsets (``DataLossError``), topics or partitions the cluster does not have
+(``UnknownTopicError``) fail the same way on every try, so the Airflow layer ends
 the task at once (``airflow_provider_kafka_spark.retries``); the others keep Airflow's retries.
 
 Where an engine's, a store's or a client's exception becomes one of these,
@@ -88,6 +90,18 @@ class OffsetResolutionError(KafkaSparkError):
 
     Raised before anything is read or committed.
     """
+
+
+class UnknownTopicError(OffsetResolutionError):
+    """A topic or partition the subscription names is not on the cluster, or its pattern
+    matches no topic (after the wait for a topic created a moment ago).
+
+    Not retryable: a retry asks the same cluster the same question; fix the names or create
+    the topic. Still an ``OffsetResolutionError``, which sensors and the interval watcher take
+    as "not there yet" and keep waiting on.
+    """
+
+    retryable = False
 
 
 class DataLossError(OffsetResolutionError):

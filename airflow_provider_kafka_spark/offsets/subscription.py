@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from airflow_provider_kafka_spark.errors import OffsetResolutionError, OffsetSpecError
+from airflow_provider_kafka_spark.errors import OffsetSpecError, UnknownTopicError
 from airflow_provider_kafka_spark.offsets.specs import check_partition, check_topic_name, shown
 
 INTERNAL_TOPIC_PREFIX = "_kafka_spark_"
@@ -114,7 +114,7 @@ class Subscription:
         error).
 
         Raises:
-            OffsetResolutionError: a named topic or partition does not exist, or the pattern
+            UnknownTopicError: a named topic or partition does not exist, or the pattern
                 matches no topic (internal topics left out, see :meth:`pattern`).
         """
         waited = (f" (looked up again for {round(waited_s, 1):g}s: a topic created a moment "
@@ -122,7 +122,7 @@ class Subscription:
         if self.kind == "topics":
             missing = self.missing_topics(partition_counts)
             if missing:
-                raise OffsetResolutionError(
+                raise UnknownTopicError(
                     f"unknown topic(s) {missing}: they do not exist on the cluster{waited}. "
                     "Create them or fix the names (topic auto-creation is not used for reads)."
                 )
@@ -135,7 +135,7 @@ class Subscription:
                 if not is_internal_topic(t) and compiled.fullmatch(t)
             )
             if not matched:
-                raise OffsetResolutionError(
+                raise UnknownTopicError(
                     f"topic_pattern {self.regex!r} matches no topic on the cluster. Patterns "
                     "never match internal topics: names starting with '__' (Kafka's own) or "
                     f"{INTERNAL_TOPIC_PREFIX!r} (this package's ledger and run pins). Fix the "
@@ -154,7 +154,7 @@ class Subscription:
                 for t in sorted({t for t, _ in unknown}))
             if not self.missing_topics(partition_counts):
                 waited = ""
-            raise OffsetResolutionError(
+            raise UnknownTopicError(
                 f"unknown partition(s) {unknown}: not on the cluster ({have}){waited}. Fix the "
                 "partition numbers or topic names, or add partitions to the topic first."
             )

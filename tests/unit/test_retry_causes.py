@@ -17,11 +17,14 @@ from airflow_provider_kafka_spark.causes import classify, classify_text
 from airflow_provider_kafka_spark.errors import (
     ConfigurationError,
     KafkaSparkError,
+    OffsetResolutionError,
     SinkError,
     TableError,
     TableRuntimeError,
     TransientError,
+    UnknownTopicError,
 )
+from airflow_provider_kafka_spark.offsets import Subscription
 from airflow_provider_kafka_spark.offsets.config import is_authentication_failure
 from airflow_provider_kafka_spark.sinks.files.objects import PublishConflictError
 
@@ -404,3 +407,23 @@ def test_a_partition_slice_by_its_cause(failure: Exception,
     with pytest.raises(KafkaSparkError) as caught:
         _sliced("t", "eu|2024-01-01", partition_slice)
     assert type(caught.value) is expected
+
+
+# -- resolution: a topic the cluster does not have ------------------------------------------
+
+@pytest.mark.parametrize("subscription, counts", [
+    (Subscription.topics(["orders", "ordres"]), {"orders": 3}),
+    (Subscription.partitions([("orders", 0), ("ordres", 0)]), {"orders": 3}),
+    (Subscription.partitions([("orders", 7)]), {"orders": 3}),
+    (Subscription.pattern("ord.*"), {"payments": 3}),
+], ids=["unknown topic", "unknown topic of a partition", "unknown partition",
+        "pattern matching nothing"])
+def test_an_unknown_topic_at_resolution_is_not_retried(subscription: Subscription,
+                                                       counts: dict[str, int]) -> None:
+    # A retry asks the same cluster the same question: the names must be fixed (or the topic
+    # created), so Airflow ends the task at once. Sensors still wait for it: the class is an
+    # OffsetResolutionError, which they catch as "not there yet".
+    with pytest.raises(UnknownTopicError) as raised:
+        subscription.select(counts)
+    assert isinstance(raised.value, OffsetResolutionError)
+    assert raised.value.retryable is False
