@@ -24,7 +24,7 @@ WHEEL = $(firstword $(wildcard dist/*-manylinux*.whl))
 NATIVE_SOURCES := native/Cargo.toml native/Cargo.lock $(wildcard native/src/*.rs)
 PACKAGE_SOURCES := $(shell find airflow_provider_kafka_spark -name '*.py' -o -name '*.pyi')
 
-.PHONY: test demo airflow browser s3-server jvm-archives lint setup dist matrix tables-setup docs clean
+.PHONY: test demo airflow browser s3-server fault-proxy jvm-archives lint setup dist matrix tables-setup docs clean
 
 # .venv: the package's dependencies (uv), this source tree on its path (as an editable install),
 # and the native module copied out of the wheel `make dist` built (tools/source_venv.py). The
@@ -106,9 +106,20 @@ $(VERSITYGW_STAMP): tools/s3_server.py
 	nice -n 19 $(PYTHON) scripts/s3 build
 	touch $@
 
+# The fault proxy of tests/faults/network (tools/fault_proxy.py: Toxiproxy between the package
+# and the broker, the S3 server, the registry), built once with the machine's Go (`go install`,
+# about 10 CPU seconds) into .cache/toxiproxy/bin, at the lowest CPU priority.
+FAULT_PROXY_STAMP := .cache/toxiproxy/.built
+
+fault-proxy: $(FAULT_PROXY_STAMP)
+
+$(FAULT_PROXY_STAMP): tools/fault_proxy.py
+	nice -n 19 $(PYTHON) tools/fault_proxy.py build
+	touch $@
+
 # The set-up at once (the wheel's Rust build is CPU, the rest mostly downloads): .venv's
 # dependencies, the wheel (then its native module into the source tree), .venv-tables, the
-# browser, the S3 server and the JVM archives. Then the suite in two lanes at once
+# browser, the S3 server, the fault proxy and the JVM archives. Then the suite in two lanes at once
 # (tools/test_lanes.py): its jobs (.venv's pytest of the deployed Airflow, of the cluster
 # tiers and the wheel, of the kill and timeout tests, of the rest;
 # .venv-tables' pytest of tests/tables, its Airflow part apart) from one queue, in the order
@@ -116,7 +127,8 @@ $(VERSITYGW_STAMP): tools/s3_server.py
 # when any did.
 # (.venv's runs leave tests/tables out: tests/conftest.py says so in its header.)
 test:
-	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser s3-server jvm-archives
+	$(MAKE) --no-print-directory -j4 $(STAMP) $(TABLES_STAMP) browser s3-server fault-proxy \
+	  jvm-archives
 	$(VENV)/bin/python tools/test_lanes.py
 
 # Class-data-sharing archives of .venv's and .venv-tables' PySpark (tools/jvm_archives.py: one

@@ -63,7 +63,7 @@ process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:{controller_port}
 listeners={listeners},CONTROLLER://127.0.0.1:{controller_port}
-advertised.listeners={listeners}
+advertised.listeners={advertised}
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
 listener.security.protocol.map={protocol_map},CONTROLLER:PLAINTEXT
@@ -278,8 +278,17 @@ def client_settings(mode: str, bootstrap: str, tls: Path) -> dict[str, str]:
     return config
 
 
-def start(run_dir: Path, port: int, modes: tuple[str, ...] = ("plaintext",)) -> dict[str, str]:
-    """Start the broker; ``{mode: bootstrap.servers}`` of its client listeners."""
+def start(run_dir: Path, port: int, modes: tuple[str, ...] = ("plaintext",), *,
+          proxied_port: int | None = None) -> dict[str, str]:
+    """Start the broker; ``{mode: bootstrap.servers}`` of its client listeners.
+
+    ``proxied_port``: also a plaintext listener ``PROXIED`` on a free port (in
+    ``DIR/proxied.port``) that advertises ``127.0.0.1:<proxied_port>``, where a fault proxy
+    (``tools/fault_proxy.py``) listens and forwards to it: a client that bootstraps from the
+    proxy is told the proxy's address for the broker (a listener's metadata names its own
+    advertised address), so all its traffic goes through the proxy; the broker's own
+    connections (the inter-broker listener) do not.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     clients_file = run_dir / "clients.json"
     if read_pid(run_dir) is not None:
@@ -294,6 +303,11 @@ def start(run_dir: Path, port: int, modes: tuple[str, ...] = ("plaintext",)) -> 
     ports = {mode: port if i == 0 else free_port() for i, mode in enumerate(modes)}
     plaintext_port = ports.get("plaintext") or free_port()  # also the inter-broker listener
     listeners = {"plaintext": plaintext_port, **ports}
+    advertised = {mode: f"127.0.0.1:{p}" for mode, p in listeners.items()}
+    if proxied_port is not None:
+        listeners["proxied"] = free_port()
+        advertised["proxied"] = f"127.0.0.1:{proxied_port}"
+        (run_dir / "proxied.port").write_text(str(listeners["proxied"]))
     data_dir = run_dir / "data"
     shutil.rmtree(data_dir, ignore_errors=True)
     tls = run_dir / "tls"
@@ -309,7 +323,9 @@ def start(run_dir: Path, port: int, modes: tuple[str, ...] = ("plaintext",)) -> 
         make_certificates(tls)
     write_node_files(run_dir, SERVER_PROPERTIES.format(
         listeners=",".join(f"{m.upper()}://127.0.0.1:{p}" for m, p in listeners.items()),
-        protocol_map=",".join(f"{m.upper()}:{m.upper()}" for m in listeners),
+        advertised=",".join(f"{m.upper()}://{a}" for m, a in advertised.items()),
+        protocol_map=",".join(f"{m.upper()}:{'PLAINTEXT' if m == 'proxied' else m.upper()}"
+                              for m in listeners),
         controller_port=free_port(), data_dir=data_dir) + extra)
     cluster_id = new_cluster_id()
     scram = (["--add-scram", f"SCRAM-SHA-512=[name={SCRAM_USER},password={SCRAM_PASSWORD}]"]
