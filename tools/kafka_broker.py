@@ -50,7 +50,7 @@ import time
 import uuid
 from pathlib import Path
 
-from tools.processes import free_port
+from tools.processes import alive, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 POM = ROOT / "tools" / "kafka" / "pom.xml"
@@ -508,11 +508,10 @@ def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
 
 
 def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+    """``tools.processes.alive``: a broker this process started (``start`` called in-process,
+    as a test fixture does) is its child, a zombie once it exited until reaped: ``os.kill(pid,
+    0)`` still finds it, and every stop waited out the 20 s grace and the 10 s after SIGKILL."""
+    return alive(pid)
 
 
 def stop_nodes(nodes: list[Path]) -> None:
