@@ -39,14 +39,22 @@ from airflow_provider_kafka_spark.offsets.cluster import CONNECT_TIMEOUT_S
 from airflow_provider_kafka_spark.s3 import S3Settings
 from airflow_provider_kafka_spark.sinks import FileSink, published_files
 from airflow_provider_kafka_spark.sinks.files import objects
-from airflow_provider_kafka_spark.spark import decode_kafka, ingest, kafka_errors, read_kafka
+from airflow_provider_kafka_spark.spark import (
+    decode_kafka,
+    ingest,
+    kafka_errors,
+    read_kafka,
+    write_kafka,
+)
 from airflow_provider_kafka_spark.spark.formats import Subject
-from tests.support.faults import SLOW_FETCH, Background, fill, rows_of
+from tests.support.faults import SLOW_FETCH, Background, fill, rows_of, slow_input
 from tests.support.network import ProxiedKafka
 from tests.support.topics import create_topic
 from tools.fault_proxy import Proxy
 from tools.kafka_records import consume_all, produce
 from tools.s3_server import S3Endpoint
+from tools.write_kafka_rows import expected_keys
+from tools.write_kafka_rows import read_committed as committed
 
 pytestmark = [pytest.mark.faults, pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -56,15 +64,15 @@ Record = tuple[int, int, bytes]
 
 @pytest.fixture
 def topic_of(proxied_kafka: ProxiedKafka) -> Iterator[Any]:
-    """``topic_of(partitions)``: a new topic on the proxied broker (made directly), deleted
+    """``topic_of(partitions, **config)``: a new topic on the proxied broker (made directly), deleted
     after the test."""
     admin = AdminClient(proxied_kafka.direct)
     created: list[str] = []
 
-    def create(partitions: int) -> str:
+    def create(partitions: int, **config: str) -> str:
         name = f"n-{uuid.uuid4().hex[:10]}"
         created.append(name)
-        return create_topic(admin, name, partitions)
+        return create_topic(admin, name, partitions, **config)
 
     yield create
     if created:
@@ -164,6 +172,46 @@ def test_a_broker_refused_during_resolution_fails_within_the_connect_wait_and_ma
                              timeout=30)
     print(f"refused for 3 s: resolved after {time.monotonic() - started:.1f}s")
     assert [(r.partition, r.start, r.stop) for r in ranges.ranges] == [(0, 0, 10), (1, 0, 10)]
+
+
+def test_a_reset_in_the_middle_of_an_exactly_once_write_commits_each_task_whole_or_not_at_all(
+        spark: Any, proxied_kafka: ProxiedKafka, topic_of: Any) -> None:
+    """Each task's transaction committed whole or not at all (never a part of its rows), and
+    after the write (or, when it failed with a retryable error of the package, its re-run with
+    the same ``write_id``) every row exactly once: every connection to the broker is reset for
+    a second while the tasks' transactions are open."""
+    partitions, rows = 2, 1000
+    topic = topic_of(partitions)
+    ledger = topic_of(1, **{"cleanup.policy": "compact"})
+    write_id, prefix = f"w-{uuid.uuid4().hex[:8]}", f"net-{uuid.uuid4().hex[:8]}"
+
+    def write() -> Any:
+        return write_kafka(slow_input(spark, partitions, rows), proxied_kafka.config,
+                           topic=topic, transactional_id_prefix=prefix, write_id=write_id,
+                           ledger_topic=ledger, transaction_timeout_ms=30_000)
+
+    writing = Background(write)
+    deadline = time.monotonic() + 120
+    while not any(consume_all(proxied_kafka.direct, topic, partitions, "read_uncommitted")):
+        if not writing.running():
+            writing.result(timeout=0)  # its error, if it failed
+        assert time.monotonic() < deadline, "no transaction opened"
+        time.sleep(0.2)
+    assert writing.running(), "the write ended before the reset"
+    with proxied_kafka.proxy.fault("reset_peer", stream="downstream", timeout=0):
+        time.sleep(1.0)
+    try:
+        result = writing.result(timeout=300)
+        print(f"the write survived the reset: {result.records_written} records written")
+    except KafkaSparkError as exc:
+        assert exc.retryable, repr(exc)
+        per_task = Counter(r.key.split(b"-")[0] for r in committed(proxied_kafka.direct, topic))
+        print(f"the write failed after the reset ({type(exc).__name__}: {exc}); committed "
+              f"per task: {dict(per_task)}; re-running it")
+        assert set(per_task.values()) <= {rows}, per_task  # whole tasks or nothing
+        write()
+    assert Counter(r.key for r in committed(proxied_kafka.direct, topic)) == \
+        expected_keys(partitions, rows)
 
 
 # -- S3 ---------------------------------------------------------------------------------------
