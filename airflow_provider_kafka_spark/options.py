@@ -34,6 +34,9 @@ REGISTRY_FORMATS: tuple[str, ...] = ("avro", "protobuf", "json_schema")
 DECODE_FORMATS: tuple[str, ...] = ("bytes", "string", "json", *REGISTRY_FORMATS)
 """``decode_kafka``'s ``key_format`` / ``value_format``."""
 ON_CORRUPT: tuple[str, ...] = ("fail", "skip", "dead_letter")
+DEAD_LETTER_FOLDER = "_dead_letter"
+"""The folder of undecodable records inside a file sink's output folder (Parquet; skipped by
+readers of the output, like every name starting with ``_``)."""
 """``on_corrupt``: what decoding does with a record it cannot decode."""
 ISOLATION_LEVELS: tuple[str, ...] = ("read_committed", "read_uncommitted")
 """Kafka's isolation levels, as librdkafka's ``isolation.level`` spells them."""

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, Observation
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.errors import CorruptRecordError, kafka_errors
@@ -20,14 +21,20 @@ from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import REGISTRY_FORMATS, bad_argument
 from airflow_provider_kafka_spark.spark.formats import Subject, frozen_config, resolve_schema
 from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts
-from airflow_provider_kafka_spark.spark.read.decode import DEAD_LETTER_COLUMNS, decode_kafka
+from airflow_provider_kafka_spark.spark.read.decode import (
+    DEAD_LETTER_COLUMNS,
+    decode_kafka,
+    registry_codec,
+)
+from airflow_provider_kafka_spark.spark.read.landing import Landing
+from airflow_provider_kafka_spark.spark.read.marking import FieldDecoder, ReaderDecoding
 
 log = logging.getLogger(__name__)
 
 
 def decoding_of(owner: str, decoding: Decoding | None,
-                ranges: OffsetRanges) -> Callable[[DataFrame], DataFrame] | None:
-    """``decode_kafka`` with ``decoding``'s options and ``on_corrupt="dead_letter"`` (ingest
+                ranges: OffsetRanges) -> SliceDecoding | None:
+    """``decoding``'s options for ``decode_kafka`` with ``on_corrupt="dead_letter"`` (ingest
     applies its own policy to what it marks), a registry format's default subject filled in
     and a subject's ``latest`` version pinned now; None when nothing is decoded."""
     if decoding is None:
@@ -50,11 +57,40 @@ def decoding_of(owner: str, decoding: Decoding | None,
                                       fmt, schema)
             schema = Subject(schema.name, resolved.version or "latest")
         schemas[field] = schema
-    options: dict[str, Any] = {
+    return SliceDecoding({
         "key_format": decoding.key_format, "value_format": decoding.value_format,
         "key_schema": schemas["key"], "value_schema": schemas["value"],
-        "schema_registry": registry, "on_corrupt": "dead_letter"}
-    return lambda df: decode_kafka(df, **options)
+        "schema_registry": registry, "on_corrupt": "dead_letter"})
+
+
+class SliceDecoding:
+    """How an ingest decodes its slice: through Spark (call it on the records read: the
+    marked records of ``decode_kafka``) or in the readers (:meth:`in_readers`), with the
+    same result."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.options = options
+
+    def __call__(self, df: DataFrame) -> DataFrame:
+        """``df`` (the records read) decoded and marked by ``decode_kafka``."""
+        return decode_kafka(df, **self.options)
+
+    def in_readers(self, marked_schema: StructType) -> ReaderDecoding | None:
+        """The decoding the readers do themselves, giving ``marked_schema`` (what
+        :meth:`__call__` gives of the read); None when a field's format or schema has no
+        decoder there with Spark's exact semantics (a json schema ``native_json`` refuses)."""
+        registry = self.options["schema_registry"]
+        fields = []
+        for field in ("key", "value"):
+            fmt, schema = self.options[f"{field}_format"], self.options[f"{field}_schema"]
+            if fmt in REGISTRY_FORMATS:
+                fields.append(FieldDecoder(field, fmt, codec=registry_codec(field, fmt, schema,
+                                                                            registry)))
+            elif fmt == "json":  # Spark's from_json until a native decoder matches it
+                return None
+            else:
+                fields.append(FieldDecoder(field, fmt))
+        return ReaderDecoding(fields[0], fields[1], marked_schema.json())
 
 
 def good_records(marked: DataFrame) -> DataFrame:
@@ -102,14 +138,8 @@ class DecodedSlice:
         if self.on_corrupt != "fail":
             return
         row = self._counted(marked)
-        first = row["first"]
         if row["bad"]:
-            raise CorruptRecordError(
-                f"{self.owner}: {row['bad']} record(s) could not be decoded; the first is "
-                f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
-                f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
-                "schema, or pass on_corrupt='skip' or 'dead_letter'.",
-                topic=first["topic"], partition=first["partition"], offset=first["offset"])
+            raise corrupt_records_error(self.owner, row["bad"], row["first"])
 
     def counts(self, marked: Callable[[], DataFrame]) -> DecodeCounts:
         """The counts, once the records were written (see :meth:`check` for ``marked``)."""
@@ -137,6 +167,30 @@ class DecodedSlice:
             row = marked.agg(*_counts()).first()
         assert row is not None
         return row.asDict(recursive=False)
+
+
+def corrupt_records_error(owner: str, bad: int, first: Mapping[str, Any]) -> CorruptRecordError:
+    """The error of ``on_corrupt="fail"``: ``bad`` records could not be decoded, the first
+    (``topic``, ``partition``, ``offset``, ``decode_error``) is ``first``."""
+    return CorruptRecordError(
+        f"{owner}: {bad} record(s) could not be decoded; the first is "
+        f"{first['topic']}/{first['partition']} at offset {first['offset']}: "
+        f"{first['decode_error']}. Nothing was written. Fix the producer or the reader "
+        "schema, or pass on_corrupt='skip' or 'dead_letter'.",
+        topic=first["topic"], partition=first["partition"], offset=first["offset"])
+
+
+def landed_counts(landing: Landing, on_corrupt: str, owner: str) -> DecodeCounts:
+    """The decode counts of a landing whose readers decoded the records; with
+    ``on_corrupt="fail"`` and a corrupt record, :class:`CorruptRecordError` instead (the
+    sink adopts nothing: its staged files go with its abort)."""
+    bad = landing.corrupt_records()
+    first = landing.first_corrupt()
+    if first is not None and on_corrupt == "fail":
+        raise corrupt_records_error(owner, bad, first)
+    return DecodeCounts(decoded=landing.records() - bad,
+                        skipped=bad if on_corrupt == "skip" else 0,
+                        dead_lettered=bad if on_corrupt == "dead_letter" else 0)
 
 
 def _bad() -> Column:

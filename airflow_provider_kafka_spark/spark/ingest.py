@@ -60,7 +60,12 @@ from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import SQL_VIEW, Engine
 from airflow_provider_kafka_spark.shaping import Shape
-from airflow_provider_kafka_spark.spark.decoded import DecodedSlice, decoding_of, good_records
+from airflow_provider_kafka_spark.spark.decoded import (
+    DecodedSlice,
+    decoding_of,
+    good_records,
+    landed_counts,
+)
 from airflow_provider_kafka_spark.spark.ingest_checks import check_ingest_arguments, checked_intake
 from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts, IngestResult
 from airflow_provider_kafka_spark.spark.intake import (
@@ -196,8 +201,11 @@ def ingest(
     began = time.monotonic()
     empty = spark.createDataFrame([], kafka_schema(include_headers))
     decoding = decoding_of(owner, decode, offset_ranges)
-    shaped = transformation.apply(good_records(decoding(empty)) if decoding else empty,
+    marked_empty = decoding(empty) if decoding else None
+    shaped = transformation.apply(good_records(marked_empty) if marked_empty else empty,
                                   checking=True)
+    in_readers = (decoding.in_readers(marked_empty.schema)
+                  if decoding and marked_empty and engine == "python" else None)
     if shape is not None:
         with checked_shape(owner, shape):
             shaped = shape_frame(shaped, shape)
@@ -208,7 +216,8 @@ def ingest(
     given = SinkInput(identity=json.dumps(identity),
                       records=("transformed" if not transformation.is_identity()
                                else "decoded" if decoding else "as_read"),
-                      engine=engine, ranges=offset_ranges, shape=shape)
+                      engine=engine, ranges=offset_ranges, shape=shape,
+                      readers_decode=in_readers is not None)
 
     def read(**counters: Any) -> DataFrame:
         return read_kafka(
@@ -216,9 +225,11 @@ def ingest(
             max_records_per_split=max_records_per_split, engine=engine,
             include_headers=include_headers, on_data_loss=on_data_loss, **counters)
 
-    def marked() -> DataFrame:  # the decoded slice again, in a read of its own
+    def marked(**counters: Any) -> DataFrame:  # the decoded slice, marked
         assert decoding is not None
-        return decoding(read())
+        if in_readers is not None:
+            return read(decoding=in_readers, **counters)
+        return decoding(read(**counters))
 
     decoded: DecodedSlice | None = None
     try:
@@ -228,31 +239,39 @@ def ingest(
         in_write_pass = intake.staged and not after_commit  # corrupt records found in the write
         lost, summary = LostOffsets(), ReadSummary()
         summaries: list[PartitionSummary] | None = None
+        landed: DecodeCounts | None = None  # the readers decoded what they landed
         with report_progress(spark, offset_ranges, owner=owner,
                              every=progress_every) as progress_to:
             match intake.takes:
                 case LandedParquet(folder, adopt):  # the readers write the files themselves
+                    if in_readers is not None:
+                        folder = replace(folder, decoding=in_readers, on_corrupt=on_corrupt)
                     with kafka_errors():
                         landing = land_kafka(read(lost=lost, landing=folder,
                                                   progress_to=progress_to))
+                    if in_readers is not None:  # fail: raises before anything is adopted
+                        landed = landed_counts(landing, on_corrupt, owner)
                     output, summaries = adopt(landing.files()), landing.summaries()
-                case takes:  # Spark rows through sink.write
+                case _ if decoding:  # Spark rows, decoded, through sink.write
+                    decoded = DecodedSlice(marked(lost=lost, summary=summary,
+                                                  progress_to=progress_to), on_corrupt, owner)
+                    if on_corrupt == "fail" and not in_write_pass:
+                        decoded.check(marked)  # nothing of it may be visible
+                    written = transformation.apply(decoded.good, checking=False)
+                    output = sink.write(written if shape is None else shape_frame(written, shape),
+                                        decoded.dead_letters)
+                    if not after_commit:
+                        decoded.check(marked)  # in_write_pass: corrupt records fail it here
+                        summaries = _summaries(summary, read)
+                case takes:  # Spark rows, as read, through sink.write
                     records = read(lost=lost, summary=summary, progress_to=progress_to,
                                    split_ends=isinstance(takes, RowsWithSplitEnds))
-                    good, dead_letters = records, None
-                    if decoding:
-                        decoded = DecodedSlice(decoding(records), on_corrupt, owner)
-                        if on_corrupt == "fail" and not in_write_pass:
-                            decoded.check(marked)  # nothing of it may be visible
-                        good, dead_letters = decoded.good, decoded.dead_letters
-                    written = transformation.apply(good, checking=False)
-                    output = sink.write(written if shape is None else shape_frame(written, shape),
-                                        dead_letters)
+                    written = transformation.apply(records, checking=False)
+                    output = sink.write(written if shape is None else shape_frame(written, shape))
                     if not after_commit:
-                        if decoded is not None:  # in_write_pass: corrupt records fail it here
-                            decoded.check(marked)
                         summaries = _summaries(summary, read)
-            counts = None if decoded is None or after_commit else decoded.counts(marked)
+            counts = (decoded.counts(marked) if decoded is not None and not after_commit
+                      else landed)
             result = _result(offset_ranges, output, summaries, lost, counts, began)
             committed = sink.commit({"version": 1, **(manifest or {}),
                                      "written_at": datetime.now(UTC).isoformat(),

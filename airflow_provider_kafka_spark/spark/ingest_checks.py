@@ -57,8 +57,8 @@ def checked_intake(owner: str, sink: Any, intake: Any, given: SinkInput) -> Inta
 
     Raises:
         ConfigurationError: not an :class:`Intake`, or files or split ends that the readers
-            cannot give for this input (they do only for records as read by the native
-            readers); nothing was read.
+            cannot give for this input (see :attr:`SinkInput.native_rows` and
+            :attr:`SinkInput.native_as_read`); nothing was read.
     """
     if not isinstance(intake, Intake) or not isinstance(
             intake.takes, SparkRows | RowsWithSplitEnds | LandedParquet):
@@ -69,12 +69,14 @@ def checked_intake(owner: str, sink: Any, intake: Any, given: SinkInput) -> Inta
     if isinstance(intake.takes, SparkRows):
         return intake
     kind = type(intake.takes).__name__
-    if not given.native_as_read:
+    if not (given.native_rows if isinstance(intake.takes, LandedParquet)
+            else given.native_as_read):
         raise ConfigurationError(
             f"{owner}: {shown(sink)}.intake() answered {kind} for records "
             f"{given.records!r} read with engine={given.engine!r}; the readers land files "
-            "and mark split ends only for records as read with engine='python' "
-            "(SinkInput.native_as_read). Answer SparkRows() for this input. Nothing was read.")
+            "only for records as read or decoded by the readers (SinkInput.native_rows), and "
+            "mark split ends only for records as read (SinkInput.native_as_read), with "
+            "engine='python'. Answer SparkRows() for this input. Nothing was read.")
     if isinstance(intake.takes, RowsWithSplitEnds) and given.shape is not None:
         raise ConfigurationError(
             f"{owner}: {shown(sink)}.intake() answered RowsWithSplitEnds for records shaped by "

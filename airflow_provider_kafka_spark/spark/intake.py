@@ -10,9 +10,11 @@ takes them and when they are visible (:class:`Intake`)::
     RowsWithSplitEnds()     sink.write(df) with the readers' end      an exactly-once KafkaSink
                             row after each split                      of records as read
     LandedParquet(folder,   the readers write Parquet files into      FileSink (Parquet, local
-      adopt)                ``folder``; then adopt(the files)         or S3), Iceberg and Delta
-                                                                      tables that can take them,
-                                                                      of records as read
+      adopt)                ``folder``; then adopt(the files)         or S3) of records as read
+                                                                      or decoded by the readers,
+                                                                      Iceberg and Delta tables
+                                                                      that can take them, of
+                                                                      records as read
 
     staged                  nothing of the write is visible before    files, tables
                             ``sink.commit``: ingest finds corrupt
@@ -54,6 +56,8 @@ class SinkInput:
     :param shape: the columns the sink gets of the records (``ingest``'s ``shape``), which the
         readers apply themselves when they land files (:class:`LandedParquet`); None: the
         records' own columns.
+    :param readers_decode: (``decoded`` records) the native readers decode them themselves
+        (every field's format and schema has a native decoder).
     """
 
     identity: str
@@ -61,6 +65,7 @@ class SinkInput:
     engine: Engine
     ranges: OffsetRanges | None = None
     shape: Shape | None = None
+    readers_decode: bool = False
 
     @property
     def native_as_read(self) -> bool:
@@ -68,6 +73,15 @@ class SinkInput:
         then can they land them as Parquet files (:class:`LandedParquet`) or mark each split's
         end (:class:`RowsWithSplitEnds`)."""
         return self.records == "as_read" and self.engine == "python"
+
+    @property
+    def native_rows(self) -> bool:
+        """Whether the native readers hand on the records themselves, as read or decoded by
+        them (:attr:`readers_decode`): then they can land them as Parquet files
+        (:class:`LandedParquet`), decoded, with the corrupt ones as ``ingest``'s
+        ``on_corrupt`` says (dead letters into the folder's ``_dead_letter/``)."""
+        return self.engine == "python" and (
+            self.records == "as_read" or (self.records == "decoded" and self.readers_decode))
 
 
 @dataclass(frozen=True)
@@ -89,8 +103,7 @@ class LandedParquet:
     never become Spark rows); then ``adopt(files)`` instead of ``sink.write``: the files the
     readers reported (:class:`~airflow_provider_kafka_spark.spark.read.landing.LandedFile`:
     name, size and Parquet footer each), the rest of the folder is not the output; it returns
-    the output's description. Only for :attr:`SinkInput.native_as_read`, with no dead
-    letters."""
+    the output's description. Only for :attr:`SinkInput.native_rows`."""
 
     folder: ParquetFolder
     adopt: Callable[[Sequence[LandedFile]], dict[str, Any]]

@@ -29,6 +29,7 @@ from airflow_provider_kafka_spark.errors import (
 )
 from airflow_provider_kafka_spark.naming import Dataset, dataset_of_path
 from airflow_provider_kafka_spark.options import (
+    DEAD_LETTER_FOLDER,
     check_column_names,
     check_data_source_name,
     check_writer_options,
@@ -54,9 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DEAD_LETTER_FOLDER = "_dead_letter"
-"""The folder of undecodable records inside an output folder (Parquet; skipped by readers of
-the output, like every name starting with ``_``)."""
 
 def check_file_sink_arguments(path: Any, format: Any, options: Any, partition_by: Any,
                               owner: str = "FileSink", *, rendered: bool = True) -> None:
@@ -226,15 +224,15 @@ class FileSink(Sink):
             "path": f"{self.path.rstrip('/')}/{DEAD_LETTER_FOLDER}", "format": "parquet"}}
 
     def intake(self, given: SinkInput) -> Intake:
-        """Staged (nothing is visible before :meth:`commit`). Records as read by the native
-        readers (shaped by ``ingest``'s ``shape``, if any) land as Parquet files in the
-        staging folder (on S3: the output folder), written by the readers themselves, then
-        :meth:`adopt`; Spark's writer writes them instead (:meth:`write`) for a format other
-        than Parquet, options other than ``compression``, ``partition_by`` of columns the
-        shape does not make, a file system other than the local one or S3, a Spark Connect
-        session, or records decoded or transformed."""
+        """Staged (nothing is visible before :meth:`commit`). Records the native readers hand
+        on (as read, or decoded by the readers themselves; shaped by ``ingest``'s ``shape``,
+        if any) land as Parquet files in the staging folder (on S3: the output folder),
+        written by the readers, then :meth:`adopt`; Spark's writer writes them instead
+        (:meth:`write`) for a format other than Parquet, options other than ``compression``,
+        ``partition_by`` of columns the shape does not make, a file system other than the
+        local one or S3, a Spark Connect session, or records transformed."""
         self._require_prepared("intake")
-        folder = self._landing_folder(given) if given.native_as_read else None
+        folder = self._landing_folder(given) if given.native_rows else None
         return Intake(LandedParquet(folder, self.adopt) if folder else SparkRows(), staged=True)
 
     def _landing_folder(self, given: SinkInput) -> ParquetFolder | None:
@@ -267,10 +265,13 @@ class FileSink(Sink):
         if self._objects is not None:
             self._object_names = sorted(names)
             self._objects.written.update(names)
+        else:
+            assert self._run is not None and layout is not None
+            self._run(swap.keep_only, layout, self.path, sorted(names))
+        if not any(n.startswith(f"{DEAD_LETTER_FOLDER}/") for n in names):
             return self.describe()
-        assert self._run is not None and layout is not None
-        self._run(swap.keep_only, layout, self.path, sorted(names))
-        return self.describe()
+        return {**self.describe(), "dead_letter": {
+            "path": f"{self.path.rstrip('/')}/{DEAD_LETTER_FOLDER}", "format": "parquet"}}
 
     def commit(self, manifest: Mapping[str, Any]) -> None:
         """Write ``manifest`` into the staging folder and swap the folder in for ``path``.

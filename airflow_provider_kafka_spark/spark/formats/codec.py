@@ -165,38 +165,42 @@ def decode_batches(codecs: tuple[FieldCodec, ...], headers: bool) -> \
 
 def _decode_batch(batch: pa.RecordBatch, codecs: tuple[FieldCodec, ...],
                   headers: bool) -> pa.RecordBatch:
-    topics = batch.column("topic").to_pylist()
-    partitions = batch.column("partition").to_pylist()
-    offsets = batch.column("offset").to_pylist()
-    header_lists = batch.column("headers").to_pylist() if headers else [None] * len(topics)
     columns, names = list(batch.columns), list(batch.schema.names)
     for codec in codecs:
-        native_decoded = _native_decode(batch, codec, topics, partitions, offsets, headers)
-        if native_decoded is not None:
-            columns += native_decoded
-            names += [f"_{codec.field}_decoded", f"_{codec.field}_error"]
-            continue
-        raw = batch.column(codec.field).to_pylist()
-        values: list[Any] = []
-        errors: list[str | None] = []
-        for i, data in enumerate(raw):
-            where = f"{topics[i]}/{partitions[i]} at offset {offsets[i]}"
-            record_headers = [(h["key"], h["value"]) for h in header_lists[i] or ()]
-            ctx = SerializationContext(topics[i], codec.message_field, record_headers)
-            try:
-                values.append(decode_one(codec, data, ctx, where))
-                errors.append(None)
-            except _Corrupt as exc:
-                values.append(None)
-                errors.append(str(exc))
-        arrow_type = utc_arrow_type(codec.spark_type)
-        columns += [_arrow(values, errors, arrow_type, codec.field), pa.array(errors, pa.string())]
+        columns += decode_column(batch, codec, headers)
         names += [f"_{codec.field}_decoded", f"_{codec.field}_error"]
     return pa.RecordBatch.from_arrays(columns, names=names)
 
 
-def _native_decode(batch: pa.RecordBatch, codec: FieldCodec, topics: list[Any],
-                   partitions: list[Any], offsets: list[Any],
+def decode_column(batch: pa.RecordBatch, codec: FieldCodec, headers: bool) -> list[pa.Array]:
+    """``[decoded, error]``: the column ``codec.field`` of ``batch`` (the records read, with
+    ``headers`` when ``headers``) decoded into ``utc_arrow_type(codec.spark_type)`` (null where
+    a record is null or corrupt), and per record the reason it is corrupt (else null)."""
+    native_decoded = _native_decode(batch, codec, headers)
+    if native_decoded is not None:
+        return native_decoded
+    topics = batch.column("topic").to_pylist()
+    partitions = batch.column("partition").to_pylist()
+    offsets = batch.column("offset").to_pylist()
+    header_lists = batch.column("headers").to_pylist() if headers else [None] * len(topics)
+    raw = batch.column(codec.field).to_pylist()
+    values: list[Any] = []
+    errors: list[str | None] = []
+    for i, data in enumerate(raw):
+        where = f"{topics[i]}/{partitions[i]} at offset {offsets[i]}"
+        record_headers = [(h["key"], h["value"]) for h in header_lists[i] or ()]
+        ctx = SerializationContext(topics[i], codec.message_field, record_headers)
+        try:
+            values.append(decode_one(codec, data, ctx, where))
+            errors.append(None)
+        except _Corrupt as exc:
+            values.append(None)
+            errors.append(str(exc))
+    arrow_type = utc_arrow_type(codec.spark_type)
+    return [_arrow(values, errors, arrow_type, codec.field), pa.array(errors, pa.string())]
+
+
+def _native_decode(batch: pa.RecordBatch, codec: FieldCodec,
                    headers: bool) -> list[pa.Array] | None:
     """``[decoded, error]`` columns of ``codec`` decoded by :mod:`.fast` (Avro), its left-over
     records by :func:`decode_one`; None when the codec is decoded by :func:`decode_one`
@@ -209,7 +213,8 @@ def _native_decode(batch: pa.RecordBatch, codec: FieldCodec, topics: list[Any],
         return None
 
     def where(i: int) -> str:
-        return f"{topics[i]}/{partitions[i]} at offset {offsets[i]}"
+        return (f"{batch.column('topic')[i].as_py()}/{batch.column('partition')[i].as_py()} "
+                f"at offset {batch.column('offset')[i].as_py()}")
 
     raw = batch.column(codec.field)
     decoded = decoder.decode(raw.cast(pa.binary()), where)
@@ -224,7 +229,8 @@ def _native_decode(batch: pa.RecordBatch, codec: FieldCodec, topics: list[Any],
     for i in left:
         record_headers = [(h["key"], h["value"]) for h in
                           (header_lists[i].as_py() if header_lists is not None else None) or ()]
-        ctx = SerializationContext(topics[i], codec.message_field, record_headers)
+        ctx = SerializationContext(batch.column("topic")[i].as_py(), codec.message_field,
+                                   record_headers)
         try:
             values.append(decode_one(codec, raw[i].as_py(), ctx, where(i)))
             errors[i] = None

@@ -82,6 +82,7 @@ from airflow_provider_kafka_spark.shaping import Shape
 from airflow_provider_kafka_spark.spark.native import SliceReader
 from airflow_provider_kafka_spark.spark.progress import reported
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
+from airflow_provider_kafka_spark.spark.read.marking import ReaderDecoding
 from airflow_provider_kafka_spark.spark.read.splits import Split, plan_splits
 from airflow_provider_kafka_spark.spark.read.summary import (
     SplitLosses,
@@ -105,6 +106,12 @@ LAND_SHAPE_OPTION = "landShape"
 LAND_PARTITION_BY_OPTION = "landPartitionBy"
 """The columns of the shape whose values name the landed files' folders (JSON list)."""
 SPLIT_ENDS_OPTION = "splitEnds"
+DECODE_OPTION = "decodeSecret"
+"""How the readers decode the records (JSON: ``ReaderDecoding.to_json()``): the read returns
+the marked records (:mod:`~airflow_provider_kafka_spark.spark.read.marking`), or the landing
+writes the good ones (its ``on_corrupt`` in ``landOnCorrupt``). Named with ``Secret``: it holds
+the registry's client config."""
+LAND_ON_CORRUPT_OPTION = "landOnCorrupt"
 PROGRESS_OPTION = "progressTo"
 """``host:port`` where each reader reports its records read while its task runs
 (:func:`~airflow_provider_kafka_spark.spark.progress.reported`)."""
@@ -163,6 +170,7 @@ class ReadOptions:
     landing: ParquetFolder | None = None
     split_ends: bool = False
     progress_to: str | None = None
+    decoding: ReaderDecoding | None = None
 
 
 def read_options(options: Mapping[str, str]) -> ReadOptions:
@@ -189,6 +197,10 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
     if split_ends and LAND_FOLDER_OPTION in options:
         raise _bad_option(SPLIT_ENDS_OPTION, "true", f"a read with {LAND_FOLDER_OPTION} returns "
                           "no records to mark the ends of; leave it out")
+    if split_ends and DECODE_OPTION in options:
+        raise _bad_option(SPLIT_ENDS_OPTION, "true", f"a read with {DECODE_OPTION} returns "
+                          "decoded records, which have no split ends; leave it out")
+    decoding = options.get(DECODE_OPTION)
     return ReadOptions(
         ranges=OffsetRanges.from_json(options["ranges"]),
         kafka_config=_config_from_options(options),
@@ -206,6 +218,7 @@ def read_options(options: Mapping[str, str]) -> ReadOptions:
         landing=_landing_option(options),
         split_ends=split_ends,
         progress_to=options.get(PROGRESS_OPTION) or None,
+        decoding=None if decoding is None else ReaderDecoding.from_json(decoding),
     )
 
 
@@ -216,11 +229,14 @@ def _landing_option(options: Mapping[str, str]) -> ParquetFolder | None:
     s3 = options.get(LAND_S3_OPTION)
     constants = json.loads(options.get(LAND_CONSTANTS_OPTION, "[]"))
     shape = options.get(LAND_SHAPE_OPTION)
+    decoding = options.get(DECODE_OPTION)
     return ParquetFolder(folder, options.get(LAND_COMPRESSION_OPTION, "snappy").lower(),
                          None if s3 is None else S3Settings.from_json(s3),
                          tuple((str(n), str(v)) for n, v in constants),
                          None if shape is None else Shape.from_json(json.loads(shape)),
-                         tuple(json.loads(options.get(LAND_PARTITION_BY_OPTION, "[]"))))
+                         tuple(json.loads(options.get(LAND_PARTITION_BY_OPTION, "[]"))),
+                         None if decoding is None else ReaderDecoding.from_json(decoding),
+                         options.get(LAND_ON_CORRUPT_OPTION, "fail"))
 
 
 def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:
@@ -271,9 +287,12 @@ class KafkaSplit(InputPartition):
 
 def read_schema(options: Mapping[str, str]) -> StructType:
     """The schema of a read with ``options``: the records' (with the end column of
-    ``splitEnds``), or the landing's reports (``landFolder``)."""
+    ``splitEnds``; marked, with ``decodeSecret``), or the landing's reports
+    (``landFolder``)."""
     if LAND_FOLDER_OPTION in options:
         return REPORT_SCHEMA
+    if DECODE_OPTION in options:
+        return ReaderDecoding.from_json(options[DECODE_OPTION]).spark_schema
     schema = kafka_schema(_bool_option(options, "includeHeaders", True))
     if _bool_option(options, SPLIT_ENDS_OPTION, False):
         schema = StructType([*schema.fields, SPLIT_END_FIELD])
@@ -345,11 +364,13 @@ class KafkaBoundedReader(DataSourceReader):
         self.isolation_level = checked.isolation_level
         self.max_records_per_split = checked.max_records_per_split
         self.landing = checked.landing
+        self.decoding = None if self.landing else checked.decoding  # (the landing decodes)
         self.include_headers = (checked.include_headers if self.landing
                                 else "headers" in schema.fieldNames())
         self.on_data_loss = checked.on_data_loss
         self.poll_timeout = checked.poll_timeout
-        self.schema = kafka_schema(self.include_headers) if self.landing else schema
+        self.schema = (kafka_schema(self.include_headers) if self.landing or self.decoding
+                       else schema)
         self.split_ends = checked.split_ends
         self.progress_to = checked.progress_to
         # Pickled with the reader: each task registers it and Spark sends its adds back.
@@ -392,6 +413,8 @@ class KafkaBoundedReader(DataSourceReader):
                 batches = reported(batches, self.progress_to, f"{r.topic}/{r.partition}/{r.start}")
             if self.landing is None and self.summaries is not None:
                 batches = counted(batches, r, self.summaries)
+            if self.decoding is not None:
+                batches = map(self.decoding.mark, batches)
             if self.split_ends:
                 batches = with_split_end(batches, r, schema, index=index,
                                          ranges=len(split.ranges))

@@ -113,7 +113,7 @@ def decode_kafka(
     original = list(df.columns)
     if on_corrupt == "dead_letter":
         _check_unused(df, DEAD_LETTER_COLUMNS, "on_corrupt='dead_letter' adds it")
-    codecs = tuple(_codec(field, fmt, schema, schema_registry)
+    codecs = tuple(registry_codec(field, fmt, schema, schema_registry)
                    for field, fmt, schema in (("key", key_format, key_schema),
                                               ("value", value_format, value_schema))
                    if fmt in REGISTRY_FORMATS)
@@ -169,7 +169,7 @@ def _quoted(column: str) -> str:
     return "`" + column.replace("`", "``") + "`"
 
 
-def _codec(column: str, fmt: str, schema: Schema | None,
+def registry_codec(column: str, fmt: str, schema: Schema | None,
            registry: Mapping[str, Any] | None) -> FieldCodec:
     """The executors' decoder of a registry-format column, its reader schema fixed now."""
     if schema is None:
@@ -205,7 +205,7 @@ def _decoder(column: str, fmt: str, schema: Schema | None) -> tuple[Column, Colu
     if isinstance(schema, (Subject, type)):
         raise DecodeError(f"{column}_schema for 'json' is a DDL string or StructType; a "
                           "Subject or message class is for the registry formats.")
-    struct = _struct(column, schema)
+    struct = json_struct(column, schema)
     _check_no_corrupt_field(column, struct)
     with_corrupt = StructType([*struct.fields, StructField(_CORRUPT_FIELD, StringType())])
     parsed = F.from_json(text, with_corrupt,
@@ -215,7 +215,7 @@ def _decoder(column: str, fmt: str, schema: Schema | None) -> tuple[Column, Colu
     return parsed.dropFields(_CORRUPT_FIELD).alias(column), bad, F.lit(reason)
 
 
-def _struct(column: str, schema: str | StructType | None) -> StructType:
+def json_struct(column: str, schema: str | StructType | None) -> StructType:
     if schema is None:
         raise DecodeError(f"{column}_format='json' needs {column}_schema, e.g. "
                           "'id long, name string'.")

@@ -5,8 +5,11 @@ row of the split's first range). The records never become Spark
 rows, so the JVM does no work per record.
 
 :func:`land_kafka` is what :func:`~airflow_provider_kafka_spark.spark.ingest.ingest` runs for
-a sink that takes such files (``FileSink`` with Parquet, no ``partition_by``, on a local file
-system or S3) when there is nothing to decode or transform. A local folder is the sink's
+a sink that takes such files (``FileSink`` with Parquet, on a local file system or S3) when
+there is nothing to transform: the readers decode the records themselves
+(:mod:`~airflow_provider_kafka_spark.spark.read.marking`, the folder's ``decoding``), apply
+``on_corrupt`` (``dead_letter``: the corrupt records as read into ``_dead_letter/`` files),
+shape them and write a folder per partition value. A local folder is the sink's
 staging folder: a failed or repeated task may leave a file there that no report names, which
 the sink deletes before its commit (:meth:`Landing.files`). On S3 the objects go straight to
 their final keys, named by their split (``part-<topic>-<partition>-<start>-<stop>``, with
@@ -45,8 +48,10 @@ from pyspark.sql.types import (
 from airflow_provider_kafka_spark.errors import ConfigurationError
 from airflow_provider_kafka_spark.offsets.ranges import PartitionRange
 from airflow_provider_kafka_spark.offsets.specs import shown
+from airflow_provider_kafka_spark.options import DEAD_LETTER_FOLDER, ON_CORRUPT
 from airflow_provider_kafka_spark.s3 import ObjectUpload, S3Settings, is_s3, split_s3
 from airflow_provider_kafka_spark.shaping import Shape
+from airflow_provider_kafka_spark.spark.read.marking import MARK_COLUMNS, ReaderDecoding, dead_letters
 from airflow_provider_kafka_spark.spark.read.splits import Split
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
 from airflow_provider_kafka_spark.spark.shape import partition_path, shape_batch
@@ -74,10 +79,13 @@ REPORT_SCHEMA = StructType([
     StructField("first_offset", LongType()), StructField("last_offset", LongType()),
     StructField("min_us", LongType()), StructField("max_us", LongType()),
     StructField("bytes", LongType()), StructField("files", ArrayType(_FILE_TYPE)),
+    StructField("corrupt", LongType()), StructField("corrupt_offset", LongType()),
+    StructField("corrupt_reason", StringType()),
 ])
 """One row per range of a landing read: its counts and, on the row of its split's first range,
 the files the split wrote (null on the other rows; empty: no records), each with what
-:class:`LandedFile` holds of it."""
+:class:`LandedFile` holds of it. With decoding: the records that could not be decoded, the
+first one's offset and reason (null without)."""
 
 _ARROW_FILE = pa.struct([("name", pa.string()), ("size", pa.int64()),
                          ("modified_ms", pa.int64()), ("footer", pa.binary())])
@@ -85,7 +93,8 @@ _ARROW_REPORT = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
     ("records", pa.int64()), ("first_offset", pa.int64()), ("last_offset", pa.int64()),
     ("min_us", pa.int64()), ("max_us", pa.int64()), ("bytes", pa.int64()),
-    ("files", pa.list_(_ARROW_FILE)),
+    ("files", pa.list_(_ARROW_FILE)), ("corrupt", pa.int64()), ("corrupt_offset", pa.int64()),
+    ("corrupt_reason", pa.string()),
 ])
 
 
@@ -136,6 +145,8 @@ class ParquetFolder:
     constants: tuple[tuple[str, str], ...] = ()
     shape: Shape | None = None
     partition_by: tuple[str, ...] = ()
+    decoding: ReaderDecoding | None = None
+    on_corrupt: str = "fail"
 
     def __post_init__(self) -> None:
         local = isinstance(self.path, str) and self.path.startswith("/")
@@ -155,6 +166,9 @@ class ParquetFolder:
                                   or not set(self.partition_by) <= set(self.shape.names())):
             raise ConfigurationError(f"ParquetFolder partition_by={shown(self.partition_by)} is "
                                      "not valid; pass a tuple of columns the shape makes.")
+        if self.on_corrupt not in ON_CORRUPT:
+            raise ConfigurationError(f"ParquetFolder on_corrupt={shown(self.on_corrupt)} is not "
+                                     f"valid; use one of {ON_CORRUPT}.")
 
     def location(self, name: str) -> str:
         """Where the file ``name`` of the folder is: a local path, or an ``s3://`` URI."""
@@ -186,17 +200,21 @@ class ParquetFolder:
         into new files of the folder: one, or one per partition value (at most
         :data:`MAX_OPEN_FILES` open at once); yield the report (a row per range)."""
         files = _SplitFiles(self, split, index)
-        counted: list[tuple[PartitionRange, SplitCounts]] = []
+        counted: list[tuple[PartitionRange, SplitCounts, _Corrupt]] = []
         try:
             for r, batches in ranges:
-                counts = SplitCounts()
+                counts, corrupt = SplitCounts(), _Corrupt()
                 for batch in batches:
                     if batch.num_rows == 0:
                         continue
                     counts = counts.add(batch)
+                    if self.decoding is not None:
+                        batch = self._decoded(batch, corrupt, files)
+                        if batch is None:
+                            continue
                     files.add(self._stamped(batch if self.shape is None
                                             else shape_batch(batch, self.shape)))
-                counted.append((r, counts))
+                counted.append((r, counts, corrupt))
             landed = files.close()
         except BaseException:
             files.cancel()
@@ -206,11 +224,47 @@ class ParquetFolder:
                                        "first_offset": counts.first_offset,
                                        "last_offset": counts.last_offset,
                                        "min_us": counts.min_us, "max_us": counts.max_us,
-                                       "bytes": counts.bytes} for r, counts in counted]
+                                       "bytes": counts.bytes, "corrupt": corrupt.count,
+                                       "corrupt_offset": corrupt.offset,
+                                       "corrupt_reason": corrupt.reason}
+                                      for r, counts, corrupt in counted]
         if rows:
             rows[0]["files"] = [{"name": f.name, "size": f.size, "modified_ms": f.modified_ms,
                                  "footer": f.footer} for f in landed]
         yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_REPORT)
+
+    def _decoded(self, batch: pa.RecordBatch, corrupt: _Corrupt,
+                 files: _SplitFiles) -> pa.RecordBatch | None:
+        """The good records of ``batch`` decoded (None: none to write); the corrupt ones
+        counted in ``corrupt`` and, with ``dead_letter``, added to ``files``' dead letters."""
+        assert self.decoding is not None
+        marked = self.decoding.mark(batch)
+        reason = marked.column("decode_error")
+        bad = reason.is_valid()
+        if reason.null_count < len(reason):
+            corrupt.add(marked.filter(bad))
+            if self.on_corrupt == "dead_letter":
+                files.add_dead_letters(dead_letters(marked.filter(bad)))
+            marked = marked.filter(pc.invert(bad))
+        if corrupt.count and self.on_corrupt == "fail":
+            return None  # the ingest fails: what is left would be deleted
+        good = marked.select([n for n in marked.schema.names if n not in MARK_COLUMNS])
+        return good if good.num_rows else None
+
+
+@dataclass
+class _Corrupt:
+    """The corrupt records of a range: how many, the first one's offset and reason."""
+
+    count: int = 0
+    offset: int | None = None
+    reason: str | None = None
+
+    def add(self, marked: pa.RecordBatch) -> None:
+        if self.offset is None:
+            self.offset = marked.column("offset")[0].as_py()
+            self.reason = marked.column("decode_error")[0].as_py()
+        self.count += marked.num_rows
 
 
 class _SplitFiles:
@@ -245,6 +299,11 @@ class _SplitFiles:
         for lo, hi in zip(bounds, bounds[1:], strict=False):
             if hi > lo:
                 self._buffer(folders[sorted_codes[lo]], taken.slice(lo, hi - lo))
+
+    def add_dead_letters(self, batch: pa.RecordBatch) -> None:
+        """Dead letters (:func:`~airflow_provider_kafka_spark.spark.read.marking.
+        dead_letters`), into the files of the ``_dead_letter`` folder."""
+        self._buffer(DEAD_LETTER_FOLDER, batch)
 
     def _buffer(self, where: str, batch: pa.RecordBatch) -> None:
         self.buffered.setdefault(where, []).append(batch)
@@ -345,6 +404,25 @@ class Landing:
         return combine(((r["topic"], r["partition"]), SplitCounts(
             r["records"], r["first_offset"], r["last_offset"], r["min_us"], r["max_us"],
             r["bytes"])) for r in self.reports)
+
+
+    def records(self) -> int:
+        """The records read."""
+        return sum(r["records"] for r in self.reports)
+
+    def corrupt_records(self) -> int:
+        """The records the readers could not decode (0 without decoding)."""
+        return sum(r["corrupt"] or 0 for r in self.reports)
+
+    def first_corrupt(self) -> dict[str, Any] | None:
+        """The first record the readers could not decode, by topic, partition and offset:
+        its ``topic``, ``partition``, ``offset`` and ``decode_error``; None without."""
+        bad = [r for r in self.reports if r["corrupt"]]
+        if not bad:
+            return None
+        first = min(bad, key=lambda r: (r["topic"], r["partition"], r["corrupt_offset"]))
+        return {"topic": first["topic"], "partition": first["partition"],
+                "offset": first["corrupt_offset"], "decode_error": first["corrupt_reason"]}
 
 
 def land_kafka(reads: DataFrame) -> Landing:

@@ -24,6 +24,7 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     SPLIT_END_FIELD,
 )
 from airflow_provider_kafka_spark.spark.read.landing import REPORT_SCHEMA, ParquetFolder
+from airflow_provider_kafka_spark.spark.read.marking import ReaderDecoding
 from airflow_provider_kafka_spark.spark.read.sources import spark_read
 from airflow_provider_kafka_spark.spark.read.splits import (
     check_max_records_per_split,
@@ -59,6 +60,7 @@ def read_kafka(
     timeout: float = 30.0,
     split_ends: bool = False,
     progress_to: str | None = None,
+    decoding: ReaderDecoding | None = None,
 ) -> DataFrame:
     """A DataFrame of exactly the records in ``ranges``: offsets ``[start, stop)`` per partition.
 
@@ -114,6 +116,11 @@ def read_kafka(
         progress_to: ``host:port`` where each reader reports its records read while its task
             runs (``ingest``'s progress lines give it: a ``SplitReports`` of
             :mod:`~airflow_provider_kafka_spark.spark.progress`); ``engine="python"``.
+        decoding: the readers decode the records themselves and return them marked, as
+            ``decode_kafka(..., on_corrupt="dead_letter")`` would
+            (:class:`~airflow_provider_kafka_spark.spark.read.marking.ReaderDecoding`, which
+            ``ingest`` builds); ``engine="python"``, not with ``landing`` (a landing folder
+            has its own) or ``split_ends``.
 
     Empty ranges give an empty DataFrame with the schema, without contacting Kafka.
     Offsets already deleted when ``read_kafka`` is called are detected here on the driver;
@@ -162,6 +169,10 @@ def read_kafka(
     if not isinstance(split_ends, bool) or (split_ends and (engine != "python" or landing)):
         raise ConfigurationError(f"split_ends={shown(split_ends)} is not valid; pass True (with "
                                  "engine='python' and no landing) or False.")
+    if decoding is not None and (not isinstance(decoding, ReaderDecoding) or engine != "python"
+                                 or landing is not None or split_ends):
+        raise ConfigurationError(f"decoding={shown(decoding)} needs a ReaderDecoding and "
+                                 "engine='python', without landing or split_ends.")
     if progress_to is not None and (not isinstance(progress_to, str) or ":" not in progress_to):
         raise ConfigurationError(f"progress_to={shown(progress_to)} is not valid; pass "
                                  "'host:port' (or None).")
@@ -189,7 +200,8 @@ def read_kafka(
             summary._track((), None)
         schema = kafka_schema(include_headers)
         return spark.createDataFrame([], REPORT_SCHEMA if landing else StructType(
-            [*schema.fields, SPLIT_END_FIELD]) if split_ends else schema)
+            [*schema.fields, SPLIT_END_FIELD]) if split_ends else
+            decoding.spark_schema if decoding else schema)
     if offset_ranges.isolation_level != level:
         log.warning("The ranges were resolved with %s but are read with %s; a read_committed "
                     "read of read_uncommitted ranges can wait on open transactions.",
@@ -214,7 +226,7 @@ def read_kafka(
         max_records_per_split=max_records_per_split, include_headers=include_headers,
         on_data_loss=on_data_loss, poll_timeout=poll_seconds, lost_offsets=during_read,
         summaries=summaries, landing=landing, split_ends=split_ends,
-        progress_to=progress_to if engine == "python" else None)
+        progress_to=progress_to if engine == "python" else None, decoding=decoding)
 
 
 def _check_session(spark: object) -> None:

@@ -52,11 +52,13 @@ from airflow_provider_kafka_spark.errors import ConfigurationError, SparkKafkaSo
 from airflow_provider_kafka_spark.offsets.ranges import OffsetRanges
 from airflow_provider_kafka_spark.options import Engine
 from airflow_provider_kafka_spark.spark.read.datasource import (
+    DECODE_OPTION,
     FORMAT_NAME,
     KAFKA_OPTION_PREFIX,
     LAND_COMPRESSION_OPTION,
     LAND_CONSTANTS_OPTION,
     LAND_FOLDER_OPTION,
+    LAND_ON_CORRUPT_OPTION,
     LAND_PARTITION_BY_OPTION,
     LAND_S3_OPTION,
     LAND_SHAPE_OPTION,
@@ -68,6 +70,7 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     bounded_frame,
 )
 from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
+from airflow_provider_kafka_spark.spark.read.marking import ReaderDecoding
 from airflow_provider_kafka_spark.spark.session import spark_kafka_package
 
 __all__ = ["java_client_settings", "kafka_options", "spark_read"]
@@ -96,6 +99,7 @@ def spark_read(
     landing: ParquetFolder | None,
     split_ends: bool = False,
     progress_to: str | None = None,
+    decoding: ReaderDecoding | None = None,
 ) -> DataFrame:
     """The DataFrame of ``ranges`` by the ``engine``'s source, with the client ``settings``
     (the strings of :meth:`KafkaConfig.native()
@@ -105,7 +109,8 @@ def spark_read(
     and the ranges' starts against the cluster before. Each Spark task reads at most
     ``max_records_per_split`` offsets. Only ``kafka_bounded`` counts (``lost_offsets``: the
     offsets skipped during the read; ``summaries``: each split's counts), lands
-    (``landing``) and marks each split's end (``split_ends``).
+    (``landing``), marks each split's end (``split_ends``) and decodes in the readers
+    (``decoding``, or the landing's).
 
     Raises:
         ConfigurationError: ``engine="spark-kafka"`` and settings the Java client has no
@@ -126,6 +131,9 @@ def spark_read(
     }
     if split_ends:
         options[SPLIT_ENDS_OPTION] = "true"
+    decoding = landing.decoding if landing is not None else decoding
+    if decoding is not None:
+        options[DECODE_OPTION] = decoding.to_json()
     if progress_to:
         options[PROGRESS_OPTION] = progress_to
     if landing is not None:
@@ -139,6 +147,8 @@ def spark_read(
             options[LAND_SHAPE_OPTION] = json.dumps(landing.shape.to_json())
         if landing.partition_by:
             options[LAND_PARTITION_BY_OPTION] = json.dumps(list(landing.partition_by))
+        if landing.decoding is not None:
+            options[LAND_ON_CORRUPT_OPTION] = landing.on_corrupt
     if landing is not None or split_ends:
         # Rows only this package reads (the landing's reports; write_kafka's input, whose end
         # rows it strips), never joined: planned here, without the Python data source's own
