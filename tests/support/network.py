@@ -8,6 +8,7 @@
 * ``s3_proxy``: in front of the session's S3 server; ``proxied_s3`` the settings that reach it
   through the proxy (what a ``FileSink``, the readers' landing and the publish use).
 * ``registry_proxy``: in front of the session's Schema Registry.
+* ``postgres_proxy``: in front of the ``tables`` tier's PostgreSQL (Iceberg's JDBC catalog).
 
 Every process is started and stopped by pid (the broker by ``scripts/kafka-broker``'s own
 functions, Toxiproxy by ``tools/processes``). After each test every proxy is enabled again
@@ -76,6 +77,12 @@ def proxied_s3(s3_proxy: Proxy, s3_endpoint: S3Endpoint) -> S3Settings:
 @pytest.fixture(scope="package")
 def registry_proxy(toxiproxy: Toxiproxy, schema_registry: dict[str, Any]) -> Proxy:
     return toxiproxy.proxy("registry", schema_registry["url"].split("://", 1)[1])
+
+
+@pytest.fixture(scope="package")
+def postgres_proxy(toxiproxy: Toxiproxy, postgres: Any) -> Proxy:
+    """(``tests/tables`` only: ``postgres`` is its fixture.)"""
+    return toxiproxy.proxy("postgres", f"{postgres.host}:{postgres.port}")
 
 
 @pytest.fixture
