@@ -196,13 +196,22 @@ def test_ingest_follows_only_an_answer_the_readers_can_give(tmp_path: Path) -> N
     for answer in (Intake(), landed, Intake(RowsWithSplitEnds())):
         assert checked_intake("job", Answering(answer), answer, given()) is answer
     assert checked_intake("job", Answering(Intake()), Intake(), given("transformed")) == Intake()
+    decoded_by_readers = SinkInput(identity=IDENTITY, records="decoded", engine="python",
+                                   readers_decode=True)
+    assert checked_intake("job", Answering(landed), landed, decoded_by_readers) is landed
+    with pytest.raises(ConfigurationError, match="answered LandedParquet for records 'decoded'"):
+        checked_intake("job", Answering(landed), landed, given("decoded"))
+    with pytest.raises(ConfigurationError, match="answered RowsWithSplitEnds for records "
+                                                 "'decoded'"):
+        checked_intake("job", Answering(None), Intake(RowsWithSplitEnds()), decoded_by_readers)
 
     with pytest.raises(ConfigurationError) as caught:
         checked_intake("job", Answering(landed), landed, given("transformed", "python"))
     assert str(caught.value) == (
         "job: Answering().intake() answered LandedParquet for records 'transformed' read with "
-        "engine='python'; the readers land files and mark split ends only for records as read "
-        "with engine='python' (SinkInput.native_as_read). Answer SparkRows() for this input. "
+        "engine='python'; the readers land files only for records as read or decoded by the "
+        "readers (SinkInput.native_rows), and mark split ends only for records as read "
+        "(SinkInput.native_as_read), with engine='python'. Answer SparkRows() for this input. "
         "Nothing was read.")
     with pytest.raises(ConfigurationError, match="answered RowsWithSplitEnds for records "
                                                  "'as_read' read with engine='spark-kafka'"):
