@@ -1790,9 +1790,13 @@ def chart(result: dict[str, Any], path: Path) -> None:
     speed.tick_params(axis="x", labelsize=8)
     cpu_panel(cost, labels, colors, [n["cpu_s_per_million"] for _, n in bars], "CPU")
     cost.tick_params(axis="x", labelsize=8)
-    fig.suptitle(f"Ingest of {result['records']:,} committed records x {result['value_bytes']} B, "
-                 f"{PARTITIONS} partitions, {result['spark_master']}, {result['repeats']} "
-                 "interleaved rounds", fontsize=11)
+    decoded = [c for c in (*DECODED_CASES, *DECODED_TABLE_CASES) if c in result["cases"]]
+    what = (f"{result['records']:,} events (JSON ~200 B, Avro ~155 B values)"
+            if len(decoded) == len(result["cases"]) else
+            f"{result['records']:,} committed records x {result['value_bytes']} B"
+            + (" (decoded cases: as many events of their own)" if decoded else ""))
+    fig.suptitle(f"Ingest of {what}, {PARTITIONS} partitions, {result['spark_master']}, "
+                 f"{result['repeats']} interleaved rounds", fontsize=11)
     fig.tight_layout()
     publish = result["cases"].get("s3", {}).get("publish")
     if publish:
