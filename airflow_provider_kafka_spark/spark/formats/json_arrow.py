@@ -85,6 +85,7 @@ _MAX_STRING = 20_000_000
 # pyarrow's reader is not given these values (see the module's docs).
 _LONG_VALUE = 1000
 _HUGE_VALUE = 50_000
+_READ_BYTES = 64 << 20  # at most this much text in one read
 _NUMBER_RUN = re.compile(rb"[-+.eE0-9]{%d}" % _FP_DIGITS_UNSURE)
 _VALUE_START = np.zeros(256, dtype=bool)
 _VALUE_START[list(b":,[ \t\r\n-")] = True
@@ -616,8 +617,8 @@ class NativeJson:
         ok = good_text & (lengths >= 2)
         if data.size == 0 or not ok.any():
             return ok
-        ok &= data[np.where(ok, offsets[:-1], 0)] == ord("{")
-        ok &= data[np.where(ok, offsets[1:] - 1, 0)] == ord("}")
+        ok &= _ends_with(data, offsets[:-1], offsets[1:], ok, ord("{"), 1)
+        ok &= _ends_with(data, offsets[1:] - 1, offsets[:-1] - 1, ok, ord("}"), -1)
         first, end = int(offsets[0]), int(offsets[-1])
         for word in (b"Inf", b"NaN"):
             # positions p (first < p <= end - 3) of the word, after a byte a value follows
@@ -641,14 +642,20 @@ class NativeJson:
         if m == 0:
             return [], []
         chosen = values if m == len(values) else values.take(pa.array(rows))
-        texts = chosen.to_pylist()
-        joined = b"\n".join(texts) + b"\n"
-        ends = np.cumsum(np.fromiter((len(t) + 1 for t in texts), np.int64, m))
-        bounds = np.concatenate([[0], ends])
+        # newlines between the values: a string cannot run on into the next value
+        joined = b"\n".join(chosen.to_pylist()) + b"\n"
+        offsets, _ = _buffers(values)
+        bounds = np.zeros(m + 1, dtype=np.int64)
+        np.cumsum(offsets[rows + 1] - offsets[rows] + 1, out=bounds[1:])
         buffer = pa.py_buffer(joined)
         segments: list[tuple[int, int, pa.Array]] = []
         slow: list[int] = []
-        work = [(0, m)]
+        work = []  # ranges of at most _READ_BYTES (values over _HUGE_VALUE are not here)
+        lo = 0
+        while lo < m:
+            hi = int(np.searchsorted(bounds, bounds[lo] + _READ_BYTES, side="right")) - 1
+            work.append((lo, max(hi, lo + 1)))
+            lo = max(hi, lo + 1)
         budget = 64 + m // 2  # reads before the rest goes record by record
         while work:
             lo, hi = work.pop()
@@ -697,6 +704,26 @@ class NativeJson:
                                                unexpected_field_behavior="ignore"))
         return pa.StructArray.from_arrays(
             [c.combine_chunks() for c in table.columns], fields=list(self.arrow_type))
+
+
+_JSON_SPACE = np.zeros(256, dtype=bool)
+_JSON_SPACE[list(b" \t\r\n")] = True
+
+
+def _ends_with(data: np.ndarray, at: np.ndarray, stop: np.ndarray, rows: np.ndarray,
+               byte: int, step: int) -> np.ndarray:
+    """Per row, whether its first byte that is not JSON whitespace, looking from ``at``
+    towards ``stop`` (exclusive) by ``step``, is ``byte``; False where ``rows`` is."""
+    at = np.where(rows, at, 0)
+    found = rows & (data[at] == byte)
+    left = rows & ~found & _JSON_SPACE[data[at]]
+    while left.any():
+        at = np.where(left, at + step, at)
+        left &= at != stop
+        here = data[np.where(left, at, 0)]
+        found |= left & (here == byte)
+        left &= _JSON_SPACE[here]
+    return found
 
 
 def _buffers(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
