@@ -19,11 +19,16 @@ Avro, today's path for some records:
       arrow-avro cannot resolve against the reader schema (those are corrupt on today's path
       too, with fastavro's reason).
 
-JSON stays Spark's ``from_json`` (``spark/read/decode.py``): arrow-json, the native candidate,
-differs from ``from_json`` where a value has another JSON type than the field (an integer
-field given a fraction is truncated where Spark finds it corrupt, a string field given a
-number is corrupt where Spark keeps its JSON text, a timestamp field given a number is read in
-the column's unit where Spark reads seconds), which needs checks of its own first.
+JSON (a DDL schema) is decoded natively by :mod:`.json_arrow` (``native_json``): pyarrow's
+C++ JSON reader, and a parser following Jackson's grammar and Spark's conversions for the
+records the reader refuses or would read otherwise, give ``from_json``'s values and corrupt
+records exactly (``spark/read/decode.py``); a string field given a fraction is left to
+Spark's path (``fallback``: its text is the JVM's ``Double.toString``), and a schema with
+timestamps, dates, decimals, binary or maps stays Spark's ``from_json``. arrow-json (Rust),
+the first candidate, differed from ``from_json`` where a value has another JSON type than the
+field (an integer field given a fraction is truncated where Spark finds it corrupt, a string
+field given a number is corrupt where Spark keeps its JSON text, a timestamp field given a
+number is read in the column's unit where Spark reads seconds).
 
 Unknown schema ids are fetched from the registry once per process (the client caches them)
 and the batch is decoded again; an id the registry does not have makes its records corrupt
