@@ -89,7 +89,11 @@ MAIN_CASES: list[bytes | None] = [
     b'{"s":"x","z":/*c*/1}', b'{"s":"x","z":[1,]}', b'{"s":"x","z":[,1]}', b'{"s":"x","z":1.}',
     b'{"s":"x","z":.5}', b"{\"s\":\"x\",\"z\":'q'}", b'{"s":"x","z":"\\\'"}',
     b'{"s":"x","z":"\\ud800"}', b'{"s":"x","z":"\t"}', b'{"s":"x","z":01}',
-    b'{"s":"x","z":{"a":1,"a":2}}', b'{"s":"x","_corrupt_record":"bad"}',
+    b'{"s":"x","z":{"a":1,"a":2}}', b'{"s":"x","_corrupt_record":"bad"}', b'{"n":1,"n":null}',
+    b'{"s":"x","\\u0073":"y"}', b'{"\\u0073":"y","s":"x"}',
+    b'{"s":"x","' + "\N{GRINNING FACE}".encode() * 20000 + b'":1}',  # 40,000 UTF-16 units
+    b'{"s":"x","' + "\N{GRINNING FACE}".encode() * 30000 + b'":1}',  # 60,000
+    b'{"s":"x","' + "\N{LATIN SMALL LETTER E WITH ACUTE}".encode() * 50001 + b'":1}',
     b'{"s":"x","_corrupt_record":5}',
 ]
 MAIN_FALLBACK = {b'{"s":1.5}', b'{"s":1e2}', b'{"s":[1, 2.5]}', b'{"s":{"k":1e5}}'}

@@ -9,9 +9,11 @@ How a batch is decoded
     the row its error names, else in halves) until the values it refuses are alone; those,
     and the values it is never given, are decoded one by one by a small parser here that
     follows Jackson's grammar with Spark's options and Spark's ``JacksonParser`` conversions.
-    A newline cannot end a string and each value given to the reader starts with ``{`` and
-    ends with ``}``, so a successful read has a row per value exactly when it has as many
-    rows as values (a value holding two objects gives two rows).
+    A newline cannot be inside a string and each value given to the reader starts with ``{``
+    and ends with ``}`` (JSON whitespace around them aside), so no value runs on into the
+    next: a successful read has a row per value exactly when it has as many rows as values
+    (a value holding two objects gives two rows). The column has the Arrow type of Spark's
+    path: the schema with every field and element nullable (``from_json`` reads so).
 
 Native: a top-level struct of ``string``, ``long``/``int``/``short``/``byte``, ``double``/
 ``float``, ``boolean``, nested ``struct`` and ``array`` of those, all with Spark's semantics:
@@ -19,13 +21,15 @@ Native: a top-level struct of ``string``, ``long``/``int``/``short``/``byte``, `
       (``null``, an array, a scalar), not well-formed up to the end of its object (what
       follows the object is ignored, as Spark does), or has a value of another JSON type
       than its field; fields the schema lacks are skipped but must be well-formed; the
-      last of duplicate keys wins, every one must convert; keys match exactly;
+      last of duplicate keys wins, every one must convert; keys match exactly; a key
+      ``_corrupt_record`` in the data is skipped like any other the schema lacks;
     * Jackson's options as Spark sets them: single-quoted names and strings (and ``\\'``
       in any string) are accepted; comments, unquoted names, leading zeros, ``+1``,
       ``.5``, ``1.``, trailing commas and raw control characters in strings are not;
       ``NaN``, ``Infinity``, ``-Infinity``, ``+Infinity``, ``+INF`` and ``-INF`` are numbers
       (rapidjson's ``Inf``, ``-Inf`` and ``-NaN`` are not); more than 1,000 digits in an
-      integer, nesting deeper than 1,000 and keys longer than 50,000 characters are corrupt;
+      integer, nesting deeper than 1,000 and keys longer than 50,000 UTF-16 units are
+      corrupt (Jackson's limits as Spark's factory has them, measured at their edges);
     * integer fields take integer tokens in the type's range only (``1.0`` and ``1e2`` are
       corrupt); ``byte`` takes -128..255, 128..255 wrapping to negative (Jackson's
       ``getByteValue``); ``double``/``float`` take any number, correctly rounded (``-0``
@@ -46,16 +50,22 @@ not measured at their exact edges).
 
 Not native (``native_json`` is None; Spark's ``from_json`` decodes the column):
 ``timestamp``, ``timestamp_ntz`` and ``date`` (Spark parses them with its own patterns in
-the session time zone, and reads numbers as seconds), ``decimal`` (Spark takes strings too,
-and rounds), ``binary`` (Jackson's base64 variants), ``map`` (pyarrow's reader has no map
-type), ``char``/``varchar``, collated strings, intervals, ``variant``; a struct with no fields
-or with two fields whose names differ only in case.
+the session time zone, and reads numbers as seconds), ``decimal`` (Spark rounds half up to
+the scale, takes strings through Java's ``BigDecimal`` with commas removed, Unicode digits
+included, and finds a value over the precision corrupt, where pyarrow's reader keeps some:
+``1000`` for ``decimal(5,2)``; it could be native with a check of its own), ``binary``
+(Jackson's base64 variants), ``map`` (pyarrow's reader has no map type), ``char``/``varchar``,
+collated strings, intervals, ``variant``; a struct with no fields or with two fields whose
+names differ only in case; a top-level field ``_corrupt_record`` (decode.py refuses it).
 
 Where pyarrow's reader accepts a record that Spark reads otherwise, the record is decoded by
 the parser instead: values with ``NaN``/``Inf`` after a separator (rapidjson takes ``Inf``,
 ``-Inf`` and ``-NaN``, also in skipped fields), values over 1,000 bytes holding a long run of
 number characters or 1,000 brackets, values over 50,000 bytes, and rows where a ``double``/
-``float`` came out as -0.0 (rapidjson reads the integer ``-0`` as -0.0, Spark as 0.0).
+``float`` came out as -0.0 (rapidjson reads the integer ``-0`` as -0.0, Spark as 0.0). The
+reader refuses the rest of what it reads otherwise (a string field given a number, integer
+overflow, duplicate keys, unpaired surrogates, single quotes, ``\'``, what follows the
+object), and reads floats correctly rounded, as Java does.
 """
 
 from __future__ import annotations
@@ -186,13 +196,18 @@ def _string(s: str, i: int) -> tuple[str, int]:
     return text, i + 1
 
 
+def _java_length(text: str) -> int:
+    """The length of ``text`` in UTF-16 units (Java's ``String.length()``)."""
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
 def _scalar(s: str, i: int, flags: list[bool]) -> tuple[Any, int]:
     """The scalar token at ``s[i]`` and the index after it. What follows is checked by the
     caller (a separator or a closer), which is where Jackson fails for ``truex`` too."""
     c = s[i]
     if c == '"' or c == "'":
         text, i = _string(s, i)
-        if len(text) > _MAX_STRING:
+        if len(text) > _MAX_STRING // 2 and _java_length(text) > _MAX_STRING:
             flags[0] = True
         return text, i
     if c == "-" or "0" <= c <= "9":
@@ -247,7 +262,7 @@ def _parse(s: str, flags: list[bool]) -> _Obj:
             if c != '"' and c != "'":
                 raise _Corrupt
             key, i = _string(s, i)
-            if len(key) > _MAX_NAME:
+            if len(key) > _MAX_NAME // 2 and _java_length(key) > _MAX_NAME:
                 raise _Corrupt
             i = _skip_ws(s, i)
             if i >= n or s[i] != ":":
