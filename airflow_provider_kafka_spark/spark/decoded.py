@@ -24,6 +24,7 @@ from airflow_provider_kafka_spark.spark.ingest_result import DecodeCounts
 from airflow_provider_kafka_spark.spark.read.decode import (
     DEAD_LETTER_COLUMNS,
     decode_kafka,
+    json_struct,
     registry_codec,
 )
 from airflow_provider_kafka_spark.spark.read.landing import Landing
@@ -86,8 +87,15 @@ class SliceDecoding:
             if fmt in REGISTRY_FORMATS:
                 fields.append(FieldDecoder(field, fmt, codec=registry_codec(field, fmt, schema,
                                                                             registry)))
-            elif fmt == "json":  # Spark's from_json until a native decoder matches it
-                return None
+            elif fmt == "json":
+                from airflow_provider_kafka_spark.spark.formats.json_arrow import native_json
+
+                struct = json_struct(field, schema)
+                text = schema if isinstance(schema, str) else struct.simpleString()
+                if native_json(field, struct, text) is None:
+                    return None
+                fields.append(FieldDecoder(field, fmt, json_struct=struct.json(),
+                                           json_text=text))
             else:
                 fields.append(FieldDecoder(field, fmt))
         return ReaderDecoding(fields[0], fields[1], marked_schema.json())

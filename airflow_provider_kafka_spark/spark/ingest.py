@@ -217,7 +217,8 @@ def ingest(
                       records=("transformed" if not transformation.is_identity()
                                else "decoded" if decoding else "as_read"),
                       engine=engine, ranges=offset_ranges, shape=shape,
-                      readers_decode=in_readers is not None)
+                      readers_decode=in_readers is not None,
+                      dead_letters=decoding is not None and on_corrupt == "dead_letter")
 
     def read(**counters: Any) -> DataFrame:
         return read_kafka(
@@ -242,34 +243,45 @@ def ingest(
         landed: DecodeCounts | None = None  # the readers decoded what they landed
         with report_progress(spark, offset_ranges, owner=owner,
                              every=progress_every) as progress_to:
-            match intake.takes:
-                case LandedParquet(folder, adopt):  # the readers write the files themselves
-                    if in_readers is not None:
-                        folder = replace(folder, decoding=in_readers, on_corrupt=on_corrupt)
-                    with kafka_errors():
-                        landing = land_kafka(read(lost=lost, landing=folder,
-                                                  progress_to=progress_to))
-                    if in_readers is not None:  # fail: raises before anything is adopted
-                        landed = landed_counts(landing, on_corrupt, owner)
-                    output, summaries = adopt(landing.files()), landing.summaries()
-                case _ if decoding:  # Spark rows, decoded, through sink.write
-                    decoded = DecodedSlice(marked(lost=lost, summary=summary,
-                                                  progress_to=progress_to), on_corrupt, owner)
-                    if on_corrupt == "fail" and not in_write_pass:
-                        decoded.check(marked)  # nothing of it may be visible
-                    written = transformation.apply(decoded.good, checking=False)
-                    output = sink.write(written if shape is None else shape_frame(written, shape),
-                                        decoded.dead_letters)
-                    if not after_commit:
-                        decoded.check(marked)  # in_write_pass: corrupt records fail it here
-                        summaries = _summaries(summary, read)
-                case takes:  # Spark rows, as read, through sink.write
-                    records = read(lost=lost, summary=summary, progress_to=progress_to,
-                                   split_ends=isinstance(takes, RowsWithSplitEnds))
-                    written = transformation.apply(records, checking=False)
-                    output = sink.write(written if shape is None else shape_frame(written, shape))
-                    if not after_commit:
-                        summaries = _summaries(summary, read)
+            takes = intake.takes
+            if in_readers is not None and in_readers.leaves_to_spark and \
+                    not isinstance(takes, LandedParquet):
+                in_readers = None  # rows to Spark: JSON by from_json in the same pass
+            landing = None
+            if isinstance(takes, LandedParquet):  # the readers write the files themselves
+                folder = takes.folder if in_readers is None else replace(
+                    takes.folder, decoding=in_readers, on_corrupt=on_corrupt)
+                with kafka_errors():
+                    landing = land_kafka(read(lost=lost, landing=folder,
+                                              progress_to=progress_to))
+                if landing.left_to_spark():
+                    log.warning("%s: %d record(s) hold JSON only Spark's from_json decodes "
+                                "exactly (a string field given a fraction); decoding the "
+                                "slice through Spark instead.", owner, landing.left_to_spark())
+                    landing, in_readers, lost = None, None, LostOffsets()
+            if landing is not None:
+                assert isinstance(takes, LandedParquet)
+                if in_readers is not None:  # fail: raises before anything is adopted
+                    landed = landed_counts(landing, on_corrupt, owner)
+                output, summaries = takes.adopt(landing.files()), landing.summaries()
+            elif decoding:  # Spark rows, decoded, through sink.write
+                decoded = DecodedSlice(marked(lost=lost, summary=summary,
+                                              progress_to=progress_to), on_corrupt, owner)
+                if on_corrupt == "fail" and not in_write_pass:
+                    decoded.check(marked)  # nothing of it may be visible
+                written = transformation.apply(decoded.good, checking=False)
+                output = sink.write(written if shape is None else shape_frame(written, shape),
+                                    decoded.dead_letters)
+                if not after_commit:
+                    decoded.check(marked)  # in_write_pass: corrupt records fail it here
+                    summaries = _summaries(summary, read)
+            else:  # Spark rows, as read, through sink.write
+                records = read(lost=lost, summary=summary, progress_to=progress_to,
+                               split_ends=isinstance(takes, RowsWithSplitEnds))
+                written = transformation.apply(records, checking=False)
+                output = sink.write(written if shape is None else shape_frame(written, shape))
+                if not after_commit:
+                    summaries = _summaries(summary, read)
             counts = (decoded.counts(marked) if decoded is not None and not after_commit
                       else landed)
             result = _result(offset_ranges, output, summaries, lost, counts, began)

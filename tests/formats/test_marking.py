@@ -164,8 +164,10 @@ def _decoding(schema_registry: dict[str, Any], on_corrupt: str) -> Decoding:
     return Decoding(value_format="avro", schema_registry=schema_registry, on_corrupt=on_corrupt)
 
 
-def _landed(spark: Any, path: Path) -> Counter[tuple[Any, ...]]:
-    return Counter(tuple(_plain(v) for v in r) for r in spark.read.parquet(str(path)).collect())
+def _landed(spark: Any, path: Path) -> Counter[str]:
+    """The rows of the Parquet folder ``path`` (a multiset, each row as JSON text)."""
+    return Counter(json.dumps(_plain(r), sort_keys=True, default=repr)
+                   for r in spark.read.parquet(str(path)).collect())
 
 
 def test_a_decoded_partitioned_landing_lands_what_sparks_writer_lands(
@@ -222,3 +224,72 @@ def test_a_corrupt_record_fails_a_decoded_landing_naming_it_and_skip_counts_it(
     assert "dead_letter" not in skipped.output
     assert sum(_landed(spark, tmp_path / "skipped").values()) == 88
     assert not (tmp_path / "skipped" / "_dead_letter").exists()
+
+
+JSON_SCHEMA = "id long, user string, ts long, tags array<string>"
+
+
+@pytest.fixture
+def json_events(kafka_config: dict[str, Any], new_topic: Any) -> tuple[str, int]:
+    """JSON events over 2 partitions and 2 hours: good ones, a corrupt one, a tombstone, one
+    with an unknown field and one whose ``user`` is a number (its JSON text)."""
+    topic = new_topic(partitions=2)
+    start = (int(time.time() * 1000) // HOUR_MS - 2) * HOUR_MS
+    values: list[bytes | None] = [json.dumps({
+        "id": i, "user": f"u{i % 3}", "ts": start + (i % 2) * HOUR_MS + i,
+        "tags": [f"t{i}"], "extra": {"x": i}}).encode() for i in range(40)]
+    values[7] = b'{"id": 7, "user": "u1", "ts": "not a number"}'
+    values[9] = None
+    values[11] = f'{{"id": 11, "user": 42, "ts": {start + HOUR_MS + 11}}}'.encode()
+    produce(kafka_config, topic, [(i % 2, None, v, 0) for i, v in enumerate(values)])
+    return topic, start
+
+
+JSON_SHAPE = Shape(["partition", "offset", "value.*"], {"hour": Derived("value.ts", "hour", "ms")})
+
+
+def test_json_decodes_in_the_readers_as_from_json_does(
+        spark: Any, kafka_config: dict[str, Any], json_events: tuple[str, int]) -> None:
+    topic, _ = json_events
+    spark_path, readers = _both(spark, kafka_config, topic, value_format="json",
+                                value_schema=JSON_SCHEMA)
+    marked = _same(spark_path, readers)
+    assert [r["offset"] for r in marked if r["decode_error"]] == [3]  # record 7: offset 3
+    assert next(r for r in marked if r["partition"] == 1 and r["offset"] == 5)["value"][
+        "user"] == "42"
+
+
+def test_a_json_landing_lands_what_sparks_writer_lands_also_when_spark_must_decode_some(
+        spark: Any, kafka_config: dict[str, Any], json_events: tuple[str, int],
+        tmp_path: Path, caplog: Any) -> None:
+    topic, _ = json_events
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    decode = Decoding(value_format="json", value_schema=JSON_SCHEMA, on_corrupt="dead_letter")
+    spark_writer = {"compression": "snappy", "parquet.enable.dictionary": "true"}
+
+    ours = ingest(spark, ranges, kafka_config,
+                  FileSink(str(tmp_path / "ours"), partition_by=["hour"]),
+                  decode=decode, shape=JSON_SHAPE)
+    ingest(spark, ranges, kafka_config, FileSink(str(tmp_path / "theirs"), partition_by=["hour"],
+                                                 options=spark_writer),
+           decode=decode, shape=JSON_SHAPE)
+    assert ours.decode is not None and ours.decode.to_dict() == {
+        "decoded": 39, "skipped": 0, "dead_lettered": 1}
+    assert _landed(spark, tmp_path / "ours") == _landed(spark, tmp_path / "theirs")
+    assert _landed(spark, tmp_path / "ours" / "_dead_letter") == _landed(
+        spark, tmp_path / "theirs" / "_dead_letter")
+    assert "decoding the slice through Spark instead" not in caplog.text
+
+    # a string field given a fraction: Spark prints it with the JVM's Double.toString
+    produce(kafka_config, topic, [(0, None, b'{"id": 99, "user": 0.1, "ts": 5}', 0)])
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    again = ingest(spark, ranges, kafka_config,
+                   FileSink(str(tmp_path / "again"), partition_by=["hour"]),
+                   decode=decode, shape=JSON_SHAPE)
+    ingest(spark, ranges, kafka_config, FileSink(str(tmp_path / "again_theirs"),
+                                                 partition_by=["hour"], options=spark_writer),
+           decode=decode, shape=JSON_SHAPE)
+    assert "decoding the slice through Spark instead" in caplog.text
+    assert again.records == 41 and again.decode is not None and again.decode.decoded == 40
+    assert _landed(spark, tmp_path / "again") == _landed(spark, tmp_path / "again_theirs")
+    assert ("0.1" in {r.user for r in spark.read.parquet(str(tmp_path / "again")).collect()})

@@ -51,9 +51,15 @@ from airflow_provider_kafka_spark.offsets.specs import shown
 from airflow_provider_kafka_spark.options import DEAD_LETTER_FOLDER, ON_CORRUPT
 from airflow_provider_kafka_spark.s3 import ObjectUpload, S3Settings, is_s3, split_s3
 from airflow_provider_kafka_spark.shaping import Shape
-from airflow_provider_kafka_spark.spark.read.marking import MARK_COLUMNS, ReaderDecoding, dead_letters
+from airflow_provider_kafka_spark.spark.read.marking import (
+    MARK_COLUMNS,
+    LeftToSpark,
+    ReaderDecoding,
+    dead_letters,
+)
 from airflow_provider_kafka_spark.spark.read.splits import Split
 from airflow_provider_kafka_spark.spark.read.summary import PartitionSummary, SplitCounts, combine
+from airflow_provider_kafka_spark.spark.read.transforms import is_transform, partition_values
 from airflow_provider_kafka_spark.spark.shape import partition_path, shape_batch
 
 PARQUET_CODECS = ("snappy", "gzip", "zstd", "lz4", "brotli", "none", "uncompressed")
@@ -71,7 +77,8 @@ of partition values in its split."""
 
 _FILE_TYPE = StructType([
     StructField("name", StringType()), StructField("size", LongType()),
-    StructField("modified_ms", LongType()), StructField("footer", BinaryType())])
+    StructField("modified_ms", LongType()), StructField("footer", BinaryType()),
+    StructField("partition", ArrayType(StringType()))])
 
 REPORT_SCHEMA = StructType([
     StructField("topic", StringType()), StructField("partition", IntegerType()),
@@ -80,21 +87,23 @@ REPORT_SCHEMA = StructType([
     StructField("min_us", LongType()), StructField("max_us", LongType()),
     StructField("bytes", LongType()), StructField("files", ArrayType(_FILE_TYPE)),
     StructField("corrupt", LongType()), StructField("corrupt_offset", LongType()),
-    StructField("corrupt_reason", StringType()),
+    StructField("corrupt_reason", StringType()), StructField("left_to_spark", LongType()),
 ])
 """One row per range of a landing read: its counts and, on the row of its split's first range,
 the files the split wrote (null on the other rows; empty: no records), each with what
 :class:`LandedFile` holds of it. With decoding: the records that could not be decoded, the
-first one's offset and reason (null without)."""
+first one's offset and reason (null without), and the records only Spark's path decodes
+exactly (``left_to_spark``: the split wrote no more after the first)."""
 
 _ARROW_FILE = pa.struct([("name", pa.string()), ("size", pa.int64()),
-                         ("modified_ms", pa.int64()), ("footer", pa.binary())])
+                         ("modified_ms", pa.int64()), ("footer", pa.binary()),
+                         ("partition", pa.list_(pa.string()))])
 _ARROW_REPORT = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
     ("records", pa.int64()), ("first_offset", pa.int64()), ("last_offset", pa.int64()),
     ("min_us", pa.int64()), ("max_us", pa.int64()), ("bytes", pa.int64()),
     ("files", pa.list_(_ARROW_FILE)), ("corrupt", pa.int64()), ("corrupt_offset", pa.int64()),
-    ("corrupt_reason", pa.string()),
+    ("corrupt_reason", pa.string()), ("left_to_spark", pa.int64()),
 ])
 
 
@@ -104,12 +113,18 @@ class LandedFile:
     folder, its ``size`` in bytes, when it was written (``modified_ms``, milliseconds since the
     epoch), and its Parquet ``footer`` as a footer-only Parquet file (``PAR1``, the Thrift
     ``FileMetaData``, its length, ``PAR1``: what the writer put at the file's end), so that a
-    table's commit has each file's statistics without reading it back from the store."""
+    table's commit has each file's statistics without reading it back from the store.
+    ``partition``: the file's partition values, one per column of the folder's
+    ``partition_by`` (the text of its folder's ``name=value``, unescaped; None for a null) or
+    of its ``split_by`` (Iceberg's partition value text,
+    :func:`~airflow_provider_kafka_spark.spark.read.transforms.partition_values`); empty for
+    an unpartitioned file or a dead letters' file."""
 
     name: str
     size: int
     modified_ms: int
     footer: bytes
+    partition: tuple[str | None, ...] = ()
 
     def metadata(self) -> pq.FileMetaData:
         """The footer as pyarrow reads it."""
@@ -131,12 +146,17 @@ class ParquetFolder:
     ``shape``: the columns the files hold, applied to each batch
     (:func:`~airflow_provider_kafka_spark.spark.shape.shape_batch`); ``partition_by``: columns
     of the shape whose values name the files' folders (``hour=2026-12-04-07/``), as Spark's
-    ``partitionBy`` writes them: the files hold the other columns.
+    ``partitionBy`` writes them: the files hold the other columns. ``split_by``: instead,
+    ``(name, column, transform)`` triples of an Iceberg partition spec: rows go into files by
+    the Iceberg ``transform`` (:mod:`~airflow_provider_kafka_spark.spark.read.transforms`) of
+    the written ``column``, which the files keep; a file's folder is ``name=value/`` and its
+    :attr:`LandedFile.partition` the values.
 
     Raises:
         ConfigurationError: ``path`` is neither, ``compression`` is not one of
             :data:`PARQUET_CODECS`, ``constants`` are not pairs of strings, or
-            ``partition_by`` without a shape that makes those columns.
+            ``partition_by`` without a shape that makes those columns, ``split_by`` that is
+            not such triples (or with ``partition_by``).
     """
 
     path: str
@@ -147,6 +167,7 @@ class ParquetFolder:
     partition_by: tuple[str, ...] = ()
     decoding: ReaderDecoding | None = None
     on_corrupt: str = "fail"
+    split_by: tuple[tuple[str, str, str], ...] = ()
 
     def __post_init__(self) -> None:
         local = isinstance(self.path, str) and self.path.startswith("/")
@@ -166,6 +187,13 @@ class ParquetFolder:
                                   or not set(self.partition_by) <= set(self.shape.names())):
             raise ConfigurationError(f"ParquetFolder partition_by={shown(self.partition_by)} is "
                                      "not valid; pass a tuple of columns the shape makes.")
+        if not (isinstance(self.split_by, tuple) and all(
+                isinstance(s, tuple) and len(s) == 3 and all(isinstance(v, str) and v for v in s)
+                and is_transform(s[2]) for s in self.split_by)) or (
+                self.split_by and self.partition_by):
+            raise ConfigurationError(f"ParquetFolder split_by={shown(self.split_by)} is not "
+                                     "valid; pass (name, column, transform) triples of an "
+                                     "Iceberg partition spec, without partition_by.")
         if self.on_corrupt not in ON_CORRUPT:
             raise ConfigurationError(f"ParquetFolder on_corrupt={shown(self.on_corrupt)} is not "
                                      f"valid; use one of {ON_CORRUPT}.")
@@ -226,11 +254,13 @@ class ParquetFolder:
                                        "min_us": counts.min_us, "max_us": counts.max_us,
                                        "bytes": counts.bytes, "corrupt": corrupt.count,
                                        "corrupt_offset": corrupt.offset,
-                                       "corrupt_reason": corrupt.reason}
+                                       "corrupt_reason": corrupt.reason,
+                                       "left_to_spark": corrupt.left_to_spark}
                                       for r, counts, corrupt in counted]
         if rows:
             rows[0]["files"] = [{"name": f.name, "size": f.size, "modified_ms": f.modified_ms,
-                                 "footer": f.footer} for f in landed]
+                                 "footer": f.footer, "partition": list(f.partition)}
+                                for f in landed]
         yield pa.RecordBatch.from_pylist(rows, schema=_ARROW_REPORT)
 
     def _decoded(self, batch: pa.RecordBatch, corrupt: _Corrupt,
@@ -238,7 +268,13 @@ class ParquetFolder:
         """The good records of ``batch`` decoded (None: none to write); the corrupt ones
         counted in ``corrupt`` and, with ``dead_letter``, added to ``files``' dead letters."""
         assert self.decoding is not None
-        marked = self.decoding.mark(batch)
+        if corrupt.left_to_spark:
+            return None  # ingest decodes the slice through Spark instead
+        try:
+            marked = self.decoding.mark(batch)
+        except LeftToSpark as exc:
+            corrupt.left_to_spark += exc.rows
+            return None
         reason = marked.column("decode_error")
         bad = reason.is_valid()
         if reason.null_count < len(reason):
@@ -254,11 +290,14 @@ class ParquetFolder:
 
 @dataclass
 class _Corrupt:
-    """The corrupt records of a range: how many, the first one's offset and reason."""
+    """The corrupt records of a range: how many, the first one's offset and reason; and the
+    records only Spark decodes exactly (:class:`~airflow_provider_kafka_spark.spark.read.
+    marking.LeftToSpark`)."""
 
     count: int = 0
     offset: int | None = None
     reason: str | None = None
+    left_to_spark: int = 0
 
     def add(self, marked: pa.RecordBatch) -> None:
         if self.offset is None:
@@ -270,7 +309,9 @@ class _Corrupt:
 class _SplitFiles:
     """The files one split writes: one per partition folder (``""`` unpartitioned), a new one
     for a folder whose file was closed; at most :data:`MAX_OPEN_FILES` open and about
-    :data:`ROW_GROUP_BYTES` of rows buffered (the largest buffer becomes a row group)."""
+    :data:`ROW_GROUP_BYTES` of rows buffered (the largest buffer becomes a row group). The
+    folders are the values of the folder's ``partition_by`` columns (dropped from the rows) or
+    of its ``split_by`` transforms (the columns kept)."""
 
     def __init__(self, folder: ParquetFolder, split: Split, index: int) -> None:
         self.folder, self.split, self.index = folder, split, index
@@ -281,17 +322,27 @@ class _SplitFiles:
         self.buffered: dict[str, list[pa.RecordBatch]] = {}
         self.sizes: dict[str, int] = {}
         self.count: dict[str, int] = {}  # files begun per folder
+        self.values: dict[str, tuple[str | None, ...]] = {}  # partition values per folder
+        self.most_open = 0  # the most files open at once (at most MAX_OPEN_FILES)
         self.landed: list[LandedFile] = []
         self.token = str(uuid.uuid4())  # as Spark names its part files
 
     def add(self, batch: pa.RecordBatch) -> None:
-        by = self.folder.partition_by
-        if not by:
+        by, split = self.folder.partition_by, self.folder.split_by
+        if not by and not split:
             self._buffer("", batch)
             return
-        keys = [batch.column(n) for n in by]
-        data = batch.select([n for n in batch.schema.names if n not in by])
-        codes, folders = _groups(keys, list(by))
+        if by:
+            names, data = list(by), batch.select([n for n in batch.schema.names if n not in by])
+            keys = [batch.column(n) for n in by]
+        else:
+            names, data = [name for name, _, _ in split], batch
+            keys = [partition_values(_source(batch, column), transform)
+                    for _, column, transform in split]
+        codes, values = _groups(keys, names)
+        folders = [partition_path(names, list(v)) for v in values]
+        for folder, v in zip(folders, values, strict=True):
+            self.values.setdefault(folder, tuple(None if x is None else _text(x) for x in v))
         order = np.argsort(codes, kind="stable")
         sorted_codes = codes[order]
         taken = data.take(pa.array(order))
@@ -321,6 +372,7 @@ class _SplitFiles:
             if len(self.open) >= MAX_OPEN_FILES:
                 self._close(next(iter(self.open)))  # the least recently written
             self.open[where] = self._new_file(where, table.schema)
+            self.most_open = max(self.most_open, len(self.open))
         else:  # the most recently written goes last
             self.open[where] = self.open.pop(where)
         self.open[where][0].write_table(table, row_group_size=table.num_rows)
@@ -351,7 +403,8 @@ class _SplitFiles:
         else:
             size = os.path.getsize(os.path.join(self.folder.path, name))
         self.landed.append(LandedFile(name, size, int(time.time() * 1000),
-                                      _footer_file(writer.writer.metadata)))
+                                      _footer_file(writer.writer.metadata),
+                                      self.values.get(where, ())))
 
     def close(self) -> list[LandedFile]:
         """Write what is buffered, close every file; the files written."""
@@ -372,19 +425,33 @@ class _SplitFiles:
         self.open.clear()
 
 
-def _groups(keys: list[pa.Array], names: list[str]) -> tuple[Any, list[str]]:
-    """A code per row (numpy) and the folder of each code: rows of equal key values share a
-    code."""
+def _groups(keys: list[pa.Array], names: list[str]) -> tuple[Any, list[tuple[Any, ...]]]:
+    """A code per row (numpy) and the key values of each code: rows of equal key values share
+    a code."""
     if len(keys) == 1:
         encoded = pc.dictionary_encode(keys[0], null_encoding="encode")
         values = encoded.dictionary.to_pylist()
         codes = encoded.indices.to_numpy(zero_copy_only=False)
-        return codes, [partition_path(names, [v]) for v in values]
+        return codes, [(v,) for v in values]
     rows = pa.Table.from_arrays(keys, names=names).to_pylist()
     found: dict[tuple[Any, ...], int] = {}
     codes = np.fromiter((found.setdefault(tuple(r.values()), len(found)) for r in rows),
                         dtype=np.int64, count=len(rows))
-    return codes, [partition_path(names, list(k)) for k in found]
+    return codes, list(found)
+
+
+def _source(batch: pa.RecordBatch, column: str) -> pa.Array:
+    if column not in batch.schema.names:
+        raise ConfigurationError(f"ParquetFolder split_by: the files have no column {column!r} "
+                                 f"({', '.join(batch.schema.names)}).")
+    return batch.column(column)
+
+
+def _text(value: Any) -> str:
+    """A partition value as its folder names it (before escaping)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -395,7 +462,8 @@ class Landing:
 
     def files(self) -> list[LandedFile]:
         """The files the successful tasks wrote (in the folder), by name."""
-        return sorted((LandedFile(f["name"], f["size"], f["modified_ms"], bytes(f["footer"]))
+        return sorted((LandedFile(f["name"], f["size"], f["modified_ms"], bytes(f["footer"]),
+                                  tuple(f["partition"] or ()))
                        for r in self.reports for f in r["files"] or ()), key=lambda f: f.name)
 
     def summaries(self) -> list[PartitionSummary]:
@@ -413,6 +481,10 @@ class Landing:
     def corrupt_records(self) -> int:
         """The records the readers could not decode (0 without decoding)."""
         return sum(r["corrupt"] or 0 for r in self.reports)
+
+    def left_to_spark(self) -> int:
+        """Records only Spark's path decodes exactly (the landing must be done again)."""
+        return sum(r["left_to_spark"] or 0 for r in self.reports)
 
     def first_corrupt(self) -> dict[str, Any] | None:
         """The first record the readers could not decode, by topic, partition and offset:

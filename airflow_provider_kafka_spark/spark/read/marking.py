@@ -12,7 +12,9 @@ schemas fixed there, and travels to the tasks as a read option. Per field:
 ``string``         UTF-8 text; corrupt when not valid UTF-8 (Spark's ``is_valid_utf8``)
 ``json``           :func:`~airflow_provider_kafka_spark.spark.formats.json_arrow.native_json`
                    (pyarrow's JSON reader, Spark's ``from_json`` semantics); a schema it
-                   cannot decode exactly keeps the whole decoding in Spark
+                   cannot decode exactly keeps the whole decoding in Spark, and a record it
+                   leaves to Spark raises :class:`LeftToSpark` (a landing then reports it and
+                   ``ingest`` decodes the slice through Spark instead)
 ``avro``           arrow-avro (:mod:`~airflow_provider_kafka_spark.spark.formats.fast`), the
                    records it leaves by confluent-kafka's deserializer
 ``json_schema``,   confluent-kafka's deserializers, per record, in the reader's task (as the
@@ -47,6 +49,17 @@ DEAD_LETTER_SOURCES = ("topic", "partition", "offset", "timestamp", "headers")
 """The Kafka columns a dead letter keeps, after its ``key`` and ``value`` as read."""
 
 
+class LeftToSpark(Exception):
+    """A batch holds records only Spark's path decodes exactly (``json_arrow``'s fallback:
+    a ``string`` field given a fraction, which Spark prints with the JVM's
+    ``Double.toString``)."""
+
+    def __init__(self, field: str, rows: int) -> None:
+        super().__init__(f"{rows} record(s) whose {field} only Spark's from_json decodes "
+                         "exactly (a string field given a fraction)")
+        self.rows = rows
+
+
 @dataclass(frozen=True)
 class FieldDecoder:
     """How the readers decode one of ``key``/``value``.
@@ -54,17 +67,23 @@ class FieldDecoder:
     :param field: ``"key"`` or ``"value"``.
     :param format: ``bytes``, ``string``, ``json`` or a registry format.
     :param json_struct: (``json``) the schema, as ``StructType.json()``.
+    :param json_text: (``json``) the schema as a corrupt record's reason shows it.
     :param codec: (registry formats) the codec, its reader schema fixed on the driver.
     """
 
     field: str
     format: str
     json_struct: str | None = None
+    json_text: str | None = None
     codec: FieldCodec | None = None
 
     def decode(self, batch: pa.RecordBatch, headers: bool) -> tuple[pa.Array, pa.Array | None]:
         """The field of ``batch`` decoded, and per record the reason it is corrupt (None:
-        no record can be)."""
+        no record can be).
+
+        Raises:
+            LeftToSpark: a JSON record only Spark's path decodes exactly.
+        """
         raw = batch.column(self.field)
         if self.format == "bytes":
             return raw, None
@@ -73,9 +92,11 @@ class FieldDecoder:
         if self.format == "json":
             from airflow_provider_kafka_spark.spark.formats.json_arrow import native_json
 
-            decoder = native_json(self.field, self._struct)
+            decoder = native_json(self.field, self._struct, self.json_text)
             assert decoder is not None  # in_readers built this only for a native schema
             decoded = decoder.decode(raw)
+            if decoded.fallback:
+                raise LeftToSpark(self.field, len(decoded.fallback))
             return decoded.values, pa.array(decoded.errors, pa.string())
         assert self.codec is not None
         values, errors = decode_column(batch, self.codec, headers)
@@ -93,7 +114,7 @@ class FieldDecoder:
                                                               self.codec.registry],
             "spark_json": self.codec.spark_json}
         return {"field": self.field, "format": self.format, "json_struct": self.json_struct,
-                "codec": codec}
+                "json_text": self.json_text, "codec": codec}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FieldDecoder:
@@ -105,7 +126,8 @@ class FieldDecoder:
             codec = FieldCodec(data["field"], ResolvedSchema(**schema),
                                tuple((str(k), v) for k, v in codec["registry"]),
                                codec["spark_json"])
-        return cls(data["field"], data["format"], data.get("json_struct"), codec)
+        return cls(data["field"], data["format"], data.get("json_struct"),
+                   data.get("json_text"), codec)
 
 
 def _utf8(raw: pa.Array, field: str) -> tuple[pa.Array, pa.Array | None]:
@@ -136,6 +158,11 @@ class ReaderDecoding:
     key: FieldDecoder
     value: FieldDecoder
     marked_schema: str
+
+    @property
+    def leaves_to_spark(self) -> bool:
+        """Whether a batch may raise :class:`LeftToSpark` (a field decoded as JSON)."""
+        return "json" in (self.key.format, self.value.format)
 
     @cached_property
     def spark_schema(self) -> StructType:
