@@ -3,11 +3,13 @@
 the JVM), record by record: the same values (NaN, -0.0 and infinities told apart), the same
 corrupt records with the same reason, the same Arrow type; the records it leaves to Spark's
 path are the ones its docs name. A corpus of tricky records per schema, decoded in one batch
-(so pyarrow's reader refuses ranges and the parser takes over), and a long mixed batch."""
+(so pyarrow's reader refuses ranges and the parser takes over), a long mixed batch, and
+records made by random edits of good ones (fixed seeds)."""
 
 from __future__ import annotations
 
 import math
+import random
 from typing import Any
 
 import pyarrow as pa
@@ -152,6 +154,37 @@ def _mixed() -> list[bytes | None]:
     return out
 
 
+def _fuzzed(seeds: list[bytes], count: int, seed: int) -> list[bytes | None]:
+    """``count`` records made of ``seeds`` by 1-4 random edits each (a fixed seed): JSON
+    tokens, bytes and UTF-8 inserted, replaced or cut."""
+    pieces = [b"{", b"}", b"[", b"]", b'"', b"'", b":", b",", b" ", b"\n", b"\t", b"\\", b"\\u",
+              b"0", b"1", b"-", b"+", b".", b"e", b"E", b"N", b"a", b"I", b"n", b"f", b"i", b"t",
+              b"true", b"null", b"NaN", b"Infinity", b"-INF", b"1e400", b"-0", b"\x00",
+              b"\xc3\xa9", b"\xff", b"\xf0\x9f\x98\x80", b"\\ud800", b'"s"', b'"n"', b'"d"',
+              b'"a"', b'"h"', b"1.5", b"255", b"9223372036854775808", b'{"c":"x"}']
+    chance = random.Random(seed)
+    out: list[bytes | None] = []
+    for _ in range(count):
+        value = bytearray(chance.choice(seeds))
+        for _ in range(chance.randint(1, 4)):
+            at, piece, edit = chance.randint(0, len(value)), chance.choice(pieces), chance.random()
+            if edit < 0.4:
+                value[at:at] = piece
+            elif edit < 0.7:
+                del value[at:at + chance.randint(1, 3)]
+            else:
+                value[at:at + len(piece)] = piece
+        out.append(bytes(value))
+    return out
+
+
+FUZZ_MAIN = [b'{"s":"x","n":1,"d":1.5,"b":true}', b'{"s":{"k":[1,"v",null]},"n":-7,"d":-0.0}',
+             b"{'s':'q','b':false,'z':[1,2]}", b'{"d":"NaN","n":255,"s":12}']
+FUZZ_NESTED = [b'{"a": {"b": 1, "c": "x"}, "d": [1, null, 3], "e": [{"f": 1}, null, {}], '
+               b'"g": [["x", null], null, []], "h": [1.5, -0, 0.1]}',
+               b'{"h":[3.4e38, 1e-46], "g":[["\\u00e9"]]}']
+
+
 def _same(a: Any, b: Any) -> bool:
     """Equal values, NaN equal to NaN and -0.0 apart from 0.0."""
     if isinstance(a, float) and isinstance(b, float):
@@ -174,7 +207,9 @@ def _spark_path(spark: Any, schema: str | T.StructType, values: list[bytes | Non
 
 
 def _check_against_spark(spark: Any, schema: str | T.StructType, values: list[bytes | None],
-                         fallback: set[bytes]) -> NativeJson:
+                         fallback: set[bytes] | None) -> NativeJson:
+    """Spark's path and the native decoder on ``values``: the same, record by record;
+    ``fallback``, the values left to Spark's path (None: any)."""
     struct = T.StructType.fromDDL(schema) if isinstance(schema, str) else schema
     decoder = native_json("value", struct, schema if isinstance(schema, str) else None)
     assert decoder is not None
@@ -185,8 +220,9 @@ def _check_against_spark(spark: Any, schema: str | T.StructType, values: list[by
     spark_values = want.column("value").to_pylist()
     spark_errors = want.column("decode_error").to_pylist()
     native_values = got.values.to_pylist()
-    assert sorted({values[row] for row in got.fallback}) == sorted(
-        v for v in fallback if v in values)
+    if fallback is not None:
+        assert sorted({values[row] for row in got.fallback}) == sorted(
+            v for v in fallback if v in values)
     for row, value in enumerate(values):
         if row in got.fallback:
             assert native_values[row] is None and got.errors[row] is None
@@ -202,9 +238,13 @@ def _check_against_spark(spark: Any, schema: str | T.StructType, values: list[by
     (INTEGERS, INTEGER_CASES, set()),
     (NESTED, NESTED_CASES, NESTED_FALLBACK),
     (MAIN, _mixed(), set()),
-], ids=["scalars", "integers-and-float", "nested", "mixed-2000"])
+    (MAIN, _fuzzed(FUZZ_MAIN, 3000, 1), None),
+    (NESTED.replace("h array<double>", "h array<float>"), _fuzzed(FUZZ_NESTED, 3000, 2), None),
+], ids=["scalars", "integers-and-float", "nested", "mixed-2000", "fuzzed-3000",
+        "fuzzed-nested-3000"])
 def test_native_json_gives_sparks_values_and_corrupt_records(
-        spark: Any, schema: str, values: list[bytes | None], fallback: set[bytes]) -> None:
+        spark: Any, schema: str, values: list[bytes | None], fallback: set[bytes] | None
+) -> None:
     _check_against_spark(spark, schema, values, fallback)
 
 

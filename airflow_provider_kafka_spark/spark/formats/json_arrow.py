@@ -453,7 +453,7 @@ class _Fallback(Exception):
     """The record is left to Spark's path (see the module's docs)."""
 
 
-def decode_record(raw: bytes, struct: T.StructType) -> dict[str, Any]:
+def _decode_record(raw: bytes, struct: T.StructType) -> dict[str, Any]:
     """One value as Spark's path decodes it into ``struct``. Raises _Corrupt when Spark finds
     it corrupt, _Fallback when its value is left to Spark's path."""
     try:
@@ -583,7 +583,7 @@ class NativeJson:
         fallback: list[int] = []
         for row in sorted(one_by_one):
             try:
-                value = decode_record(values[row].as_py(), self.struct)
+                value = _decode_record(values[row].as_py(), self.struct)
             except _Corrupt:
                 errors[row] = self.reason
                 source[row] = -1
@@ -728,7 +728,8 @@ _JSON_SPACE[list(b" \t\r\n")] = True
 def _ends_with(data: np.ndarray, at: np.ndarray, stop: np.ndarray, rows: np.ndarray,
                byte: int, step: int) -> np.ndarray:
     """Per row, whether its first byte that is not JSON whitespace, looking from ``at``
-    towards ``stop`` (exclusive) by ``step``, is ``byte``; False where ``rows`` is."""
+    towards ``stop`` (exclusive) by ``step``, is ``byte``; False for the rows not in
+    ``rows``."""
     at = np.where(rows, at, 0)
     found = rows & (data[at] == byte)
     left = rows & ~found & _JSON_SPACE[data[at]]
