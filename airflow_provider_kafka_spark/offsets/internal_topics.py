@@ -29,7 +29,12 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, ResourceType
 
 from airflow_provider_kafka_spark.errors import InternalTopicError, OffsetResolutionError
-from airflow_provider_kafka_spark.offsets.cluster import RESULT_MARGIN, list_offsets, retry_transient
+from airflow_provider_kafka_spark.offsets.cluster import (
+    RESULT_MARGIN,
+    list_offsets,
+    reach_cluster,
+    retry_transient,
+)
 from airflow_provider_kafka_spark.offsets.config import KafkaConfig
 
 
@@ -62,8 +67,18 @@ def ensure_compacted_topic(admin: AdminClient, topic: str, *, partitions: int,
     Raises:
         InternalTopicError: the topic could not be created (e.g. not authorized), its metadata
             or config could not be read within ``timeout`` seconds, or it exists without
-            ``compact`` in its ``cleanup.policy``.
+            ``compact`` in its ``cleanup.policy``; or no broker answered the first request
+            within ``min(timeout, CONNECT_TIMEOUT_S)`` (the message says so, as
+            :func:`~airflow_provider_kafka_spark.offsets.cluster.reach_cluster`'s does).
     """
+    if not getattr(admin, "kafka_spark_reached", False):
+        # The first request of an operation waits CONNECT_TIMEOUT_S for some broker, not the
+        # whole timeout (the resolve operator's first request is the run's pins' topic).
+        cluster = getattr(admin, "kafka_spark_cluster", "the cluster of the given AdminClient")
+        try:
+            reach_cluster(admin, cluster, timeout, what=f"the topic {topic!r}")
+        except OffsetResolutionError as exc:
+            raise InternalTopicError(str(exc)) from None
     count = _partition_count(admin, topic, timeout)
     if count is None:
         future = admin.create_topics([NewTopic(topic, num_partitions=partitions,
