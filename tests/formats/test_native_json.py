@@ -238,10 +238,16 @@ def _check_against_spark(spark: Any, schema: str | T.StructType, values: list[by
     (INTEGERS, INTEGER_CASES, set()),
     (NESTED, NESTED_CASES, NESTED_FALLBACK),
     (MAIN, _mixed(), set()),
+    # values read where they lie in the array: one ends inside a string and runs on into the
+    # next; with a value holding two objects (or null) they are joined by newlines instead
+    (MAIN, [b'{"s":"}', b'{","n":1}', b'{"s":"x"}', b'{"s":"a"} ', b' {"s":"}"}', b"  ", None,
+            b'{"s":"b","n":2}', b"", b'{"s":"}', b'{"}', b'{"n":3}'], set()),
+    (MAIN, [b'{"s":"}', b'{","n":1}', b'{"s":"x"}{"s":"y"}', b'{"s":"a"}', b'{"s":"}"} null',
+            b'{"s":"b","n":2}'], set()),
     (MAIN, _fuzzed(FUZZ_MAIN, 3000, 1), None),
     (NESTED.replace("h array<double>", "h array<float>"), _fuzzed(FUZZ_NESTED, 3000, 2), None),
-], ids=["scalars", "integers-and-float", "nested", "mixed-2000", "fuzzed-3000",
-        "fuzzed-nested-3000"])
+], ids=["scalars", "integers-and-float", "nested", "mixed-2000", "side-by-side",
+        "two-objects", "fuzzed-3000", "fuzzed-nested-3000"])
 def test_native_json_gives_sparks_values_and_corrupt_records(
         spark: Any, schema: str, values: list[bytes | None], fallback: set[bytes] | None
 ) -> None:
@@ -277,6 +283,11 @@ def test_good_records_take_pyarrows_reader_whole() -> None:
                  pa.array([b"x", *values], pa.binary()).slice(1)):
         again = decoder.decode(same)
         assert again.values.equals(got.values) and again.errors == got.errors
+    # a value holding two objects: the batch is joined by newlines, that value decoded alone
+    decoder.counts.update(read=0, one_by_one=0)
+    two = decoder.decode(pa.array([*values[:3], b'{"id":1}{"id":2}'], pa.binary()))
+    assert decoder.counts == {"read": 3, "one_by_one": 1}
+    assert two.values.to_pylist()[3] == {"id": 1, "name": None, "score": None}
     empty = decoder.decode(pa.array([], pa.binary()))
     assert len(empty.values) == 0 and empty.values.type == decoder.arrow_type
 

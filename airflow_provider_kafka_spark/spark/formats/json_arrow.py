@@ -656,13 +656,18 @@ class NativeJson:
         m = len(rows)
         if m == 0:
             return [], []
-        chosen = values if m == len(values) else values.take(pa.array(rows))
-        # newlines between the values: a string cannot run on into the next value
-        joined = b"\n".join(chosen.to_pylist()) + b"\n"
-        offsets, _ = _buffers(values)
-        bounds = np.zeros(m + 1, dtype=np.int64)
-        np.cumsum(offsets[rows + 1] - offsets[rows] + 1, out=bounds[1:])
-        buffer = pa.py_buffer(joined)
+        offsets, data = _buffers(values)
+        if _contiguous(offsets, data, rows):
+            # the values as they lie in the array: none holds two objects, so one that runs
+            # on into the next gives fewer rows than values
+            buffer = values.buffers()[2]
+            bounds = np.append(offsets[rows], offsets[rows[-1] + 1])
+        else:
+            # newlines between the values: a string cannot run on into the next value
+            chosen = values if m == len(values) else values.take(pa.array(rows))
+            buffer = pa.py_buffer(b"\n".join(chosen.to_pylist()) + b"\n")
+            bounds = np.zeros(m + 1, dtype=np.int64)
+            np.cumsum(offsets[rows + 1] - offsets[rows] + 1, out=bounds[1:])
         segments: list[tuple[int, int, pa.Array]] = []
         slow: list[int] = []
         work = []  # ranges of at most _READ_BYTES (values over _HUGE_VALUE are not here)
@@ -718,11 +723,44 @@ class NativeJson:
             parse_options=pa_json.ParseOptions(explicit_schema=self.read_schema,
                                                unexpected_field_behavior="ignore"))
         return pa.StructArray.from_arrays(
-            [c.combine_chunks() for c in table.columns], fields=list(self.arrow_type))
+            [c.chunk(0) if c.num_chunks == 1 else c.combine_chunks() for c in table.columns],
+            fields=list(self.arrow_type))
 
 
 _JSON_SPACE = np.zeros(256, dtype=bool)
 _JSON_SPACE[list(b" \t\r\n")] = True
+_ROOT_START = np.zeros(256, dtype=bool)
+_ROOT_START[list(b"{n")] = True
+
+
+def _contiguous(offsets: np.ndarray, data: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether the values ``rows`` lie side by side in ``data`` with only JSON whitespace
+    between them, none holding a ``}`` followed (after JSON whitespace) by ``{`` or ``n``:
+    then pyarrow's reader can read them where they are. A value that could hold a second
+    object (or ``null``) after its first could make up for one that runs on into the next
+    (ends inside a string), and rows and values would not line up; without such values, one
+    that runs on always gives fewer rows than values."""
+    starts, ends = offsets[rows], offsets[rows + 1]
+    if np.any(starts[1:] != ends[:-1]):
+        gaps = np.flatnonzero(starts[1:] != ends[:-1])
+        for gap in gaps.tolist():  # values between the rows: blank ones do no harm
+            if not _JSON_SPACE[data[ends[gap]:starts[gap + 1]]].all():
+                return False
+    first, end = int(starts[0]), int(ends[-1])
+    closers = np.flatnonzero(data[first:end] == ord("}")) + first
+    if closers.size == 0:
+        return True
+    row_end = ends[np.searchsorted(starts, closers, side="right") - 1]
+    at = closers + 1
+    left = at < row_end
+    while left.any():
+        here = data[np.where(left, at, 0)]
+        if np.any(left & _ROOT_START[here]):
+            return False
+        left &= _JSON_SPACE[here]
+        at = np.where(left, at + 1, at)
+        left &= at < row_end
+    return True
 
 
 def _ends_with(data: np.ndarray, at: np.ndarray, stop: np.ndarray, rows: np.ndarray,
