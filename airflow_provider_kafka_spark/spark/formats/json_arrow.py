@@ -4,16 +4,19 @@ records of Spark's path (``from_json(value, schema + _corrupt_record, PERMISSIVE
 ``tests/formats/test_native_json.py``).
 
 How a batch is decoded
-    pyarrow's C++ JSON reader (rapidjson) reads the batch's values joined by newlines, with
-    the schema given and unknown fields ignored. A range of values it refuses is split (at
-    the row its error names, else in halves) until the values it refuses are alone; those,
-    and the values it is never given, are decoded one by one by a small parser here that
-    follows Jackson's grammar with Spark's options and Spark's ``JacksonParser`` conversions.
-    A newline cannot be inside a string and each value given to the reader starts with ``{``
-    and ends with ``}`` (JSON whitespace around them aside), so no value runs on into the
-    next: a successful read has a row per value exactly when it has as many rows as values
-    (a value holding two objects gives two rows). The column has the Arrow type of Spark's
-    path: the schema with every field and element nullable (``from_json`` reads so).
+    pyarrow's C++ JSON reader (rapidjson) reads the batch's values, with the schema given and
+    unknown fields ignored. A range of values it refuses is split (at the row its error
+    names, else in halves) until the values it refuses are alone; those, and the values it is
+    never given, are decoded one by one by a small parser here that follows Jackson's grammar
+    with Spark's options and Spark's ``JacksonParser`` conversions. Each value given to the
+    reader starts with ``{`` and ends with ``}`` (JSON whitespace around them aside). The
+    reader reads them where they lie in the array when they lie side by side and none holds a
+    ``}`` followed by ``{`` or ``n`` (a second object, or ``null``): a value that runs on into
+    the next (ends inside a string) then gives fewer rows than values. Otherwise it reads them
+    joined by newlines, which no string can hold, so no value runs on. Either way a successful
+    read has a row per value exactly when it has as many rows as values. The column has the
+    Arrow type of Spark's path: the schema with every field and element nullable
+    (``from_json`` reads so).
 
 Native: a top-level struct of ``string``, ``long``/``int``/``short``/``byte``, ``double``/
 ``float``, ``boolean``, nested ``struct`` and ``array`` of those, all with Spark's semantics:
