@@ -10,11 +10,11 @@ takes them and when they are visible (:class:`Intake`)::
     RowsWithSplitEnds()     sink.write(df) with the readers' end      an exactly-once KafkaSink
                             row after each split                      of records as read
     LandedParquet(folder,   the readers write Parquet files into      FileSink (Parquet, local
-      adopt)                ``folder``; then adopt(the files)         or S3) of records as read
-                                                                      or decoded by the readers,
-                                                                      Iceberg and Delta tables
-                                                                      that can take them, of
-                                                                      records as read
+      adopt)                ``folder``; then adopt(the files)         or S3), Iceberg and Delta
+                                                                      tables that can take them
+                                                                      (also partitioned), of
+                                                                      records as read or decoded
+                                                                      by the readers, shaped
 
     staged                  nothing of the write is visible before    files, tables
                             ``sink.commit``: ingest finds corrupt
@@ -58,6 +58,9 @@ class SinkInput:
         records' own columns.
     :param readers_decode: (``decoded`` records) the native readers decode them themselves
         (every field's format and schema has a native decoder).
+    :param dead_letters: the records that cannot be decoded go to the sink's dead-letter
+        output (``on_corrupt="dead_letter"``): a sink without one (a table) refuses the input
+        in its answer, before anything is read.
     """
 
     identity: str
@@ -66,6 +69,7 @@ class SinkInput:
     ranges: OffsetRanges | None = None
     shape: Shape | None = None
     readers_decode: bool = False
+    dead_letters: bool = False
 
     @property
     def native_as_read(self) -> bool:

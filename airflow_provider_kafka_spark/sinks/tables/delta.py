@@ -9,13 +9,17 @@ commit of the same write (a commit racing it fails; one after it writes nothing)
 comes one of two ways:
 
 * **the readers' own files, committed by delta-rs** (:meth:`DeltaSink.landing_folder`,
-  :meth:`DeltaSink.commit_files`): for records as read (the native readers, no decode,
-  transform or sql) of a run with no earlier rows in the table, into an unpartitioned table
-  whose folder is local (on a classic session) or on S3, whose protocol asks nothing of an
-  append (reader version 1; writer version <= 2, or the features of
-  :data:`LANDING_WRITER_FEATURES`; no column mapping, CHECK constraint, invariant, generated or
-  identity column) and whose columns are exactly the readers' (same names, same types,
-  nullable; the other columns nullable), the readers write one Parquet file per split into
+  :meth:`DeltaSink.commit_files`): for records the native readers hand on (as read, or decoded
+  by the readers; shaped by ``ingest``'s ``shape``; no transform or sql) of a run with no
+  earlier rows in the table, into a table unpartitioned or partitioned by string, integer or
+  boolean columns the shape makes (the readers write a ``col=value/`` folder per value, the
+  partition columns left out of the files, as Spark's Delta writer does; each ``add`` action
+  carries its file's ``partitionValues``), whose folder is local (on a classic session) or on
+  S3, whose protocol asks nothing of an append (reader version 1; writer version <= 2, or the
+  features of :data:`LANDING_WRITER_FEATURES`; no column mapping, CHECK constraint, invariant,
+  generated or identity column) and whose columns are exactly the readers' (same names, same
+  types, nullable; the other columns nullable), the readers write one Parquet file per split
+  into
   ``<table folder>/kafka-spark-<uuid>/`` with Spark's Parquet codec and the write id in every
   row, and one delta-rs append adds exactly those files (Delta statistics from their footers).
   delta-rs checks the transaction identifier itself only against concurrent commits, so the
@@ -47,7 +51,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 from airflow_provider_kafka_spark.causes import classify
 from airflow_provider_kafka_spark.errors import (
@@ -70,6 +74,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from airflow_provider_kafka_spark.sinks.tables.sink import LandingPlan
     from airflow_provider_kafka_spark.spark.read.landing import LandedFile
 
 log = logging.getLogger(__name__)
@@ -281,13 +286,13 @@ class DeltaSink(TableSink):
 
     _delta: DeltaTarget | None = None  # where delta-rs commits the landed files, once found
 
-    def _landing_of(self, spark: SparkSession,
-                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
+    def _landing_of(self, spark: SparkSession, output: StructType) -> LandingPlan | str:
         """The table's folder (as prepare found it), the codec Spark's Delta writer uses
         (``spark.sql.parquet.compression.codec``, default snappy) and, for a table on S3, the
         session's S3A settings of its bucket. Why not, when delta-rs cannot commit the readers'
         files as they write them: a folder neither local (on a classic session) nor on S3, a
-        codec the readers do not write, a partitioned table, a protocol beyond reader version 1
+        codec the readers do not write, a partition column not of the output or not a string,
+        integer or boolean, a protocol beyond reader version 1
         and the writer features :data:`LANDING_WRITER_FEATURES`, column mapping, CHECK
         constraints, invariants, generated or identity columns, an output column the table lacks
         by its exact name or has with another type (or NOT NULL), or a NOT NULL column the
@@ -295,6 +300,7 @@ class DeltaSink(TableSink):
         from pyspark.sql.types import StringType, StructField, StructType
 
         from airflow_provider_kafka_spark.sinks.files.filesystems import is_connect_session
+        from airflow_provider_kafka_spark.sinks.tables.sink import LandingPlan
         from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS
 
         root = (self.location or "").rstrip("/")
@@ -321,8 +327,13 @@ class DeltaSink(TableSink):
         except Exception as exc:  # noqa: BLE001  # Spark's writer can still write it
             return f"delta-rs cannot open it ({error_line(exc)})"
         metadata, protocol = table.metadata(), table.protocol()
-        if metadata.partition_columns:
-            return f"the table is partitioned by {', '.join(metadata.partition_columns)}"
+        partitioned = tuple(metadata.partition_columns)
+        output_types = {f.name: f.dataType.typeName() for f in output.fields}
+        for column in partitioned:
+            if output_types.get(column) not in _PARTITION_TYPES:
+                return (f"the table is partitioned by {column}, which the output "
+                        f"{'has as ' + output_types[column] if column in output_types else 'lacks'}"
+                        " (the readers write partition values of strings, integers and booleans)")
         configuration = {k: v for k, v in metadata.configuration.items() if v is not None}
         schema = StructType.fromJson(json.loads(table.schema().to_json()))
         refused = _refused_protocol(protocol, configuration) or _refused_columns(schema)
@@ -348,12 +359,14 @@ class DeltaSink(TableSink):
         if isinstance(indexed, str):
             return indexed
         flat = [f for f in written if f.dataType.typeName() not in ("array", "map", "struct")]
+        flat = [f for f in flat if f.name not in partitioned]  # not in the files: no stats
         self._delta = DeltaTarget(
             root, uri, s3, configuration,
             null_counted=frozenset(f.name for f in flat if f.name in indexed),
             bounded=frozenset(f.name for f in flat if f.name in indexed
-                              and f.dataType.typeName() in STATS_TYPES))
-        return root, codec, s3
+                              and f.dataType.typeName() in STATS_TYPES),
+            partition_columns=partitioned)
+        return LandingPlan(root, codec, s3, partition_by=partitioned)
 
     def commit_files(self, spark: SparkSession, folder: str, files: Sequence[LandedFile],
                      replacing: list[str], record: CommitRecord) -> dict[str, Any]:
@@ -381,8 +394,15 @@ class DeltaSink(TableSink):
         actions, records = [], 0
         for landed in files:
             footer = landed.metadata()
-            actions.append(AddAction(quote(f"{relative}/{landed.name}", safe="/"), landed.size,
-                                     {}, landed.modified_ms, True,
+            if len(landed.partition) != len(target.partition_columns):
+                raise TableError(f"DeltaSink: the landed file {landed.name} reports "
+                                 f"{len(landed.partition)} partition value(s); {self.table} is "
+                                 f"partitioned by {list(target.partition_columns)}.")
+            values = dict(zip(target.partition_columns, landed.partition, strict=True))
+            # the path as it is: delta-rs percent-encodes it in the log itself (a folder's
+            # Spark escape, hour=a%3Ab, becomes hour=a%253Ab, which readers decode once)
+            actions.append(AddAction(f"{relative}/{landed.name}", landed.size,
+                                     values, landed.modified_ms, True,
                                      delta_stats(footer, target.null_counted, target.bounded)))
             records += footer.num_rows
         table = _delta_table(target.uri, target.s3)
@@ -447,6 +467,10 @@ def _whole(value: str | None, default: int) -> int:
     except ValueError:
         return default
 
+
+_PARTITION_TYPES = ("string", "integer", "long", "short", "byte", "boolean")
+"""The types of partition columns whose values the readers write as Delta's
+``partitionValues`` text (the folder's text: a number in decimal, ``true``/``false``)."""
 
 _LEGACY_WRITER_FEATURES = {1: frozenset(), 2: frozenset({"appendOnly", "invariants"})}
 

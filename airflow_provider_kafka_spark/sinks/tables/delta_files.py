@@ -30,6 +30,7 @@ class DeltaTarget:
     configuration: Mapping[str, str]
     null_counted: frozenset[str]  # the columns whose nullCount the stats hold
     bounded: frozenset[str]  # ... and whose minValues/maxValues
+    partition_columns: tuple[str, ...] = ()  # the table's, in its order
 
 
 def indexed_columns(schema: StructType, configuration: Mapping[str, str]) -> frozenset[str] | str:

@@ -9,13 +9,19 @@ look-up read (the newest snapshot the walk over the commits saw), so a concurren
 wrote rows of the same writes makes it fail instead of duplicating (commits of other runs do not
 conflict: Iceberg retries onto them). The data files come one of two ways:
 
-* **the readers' own files** (:meth:`IcebergSink.landing_folder`): for records as read (the
-  native readers, no decode, transform or sql) into an unpartitioned, unsorted Parquet table
-  whose data folder is local or on S3 and whose columns are exactly the readers' (same names,
-  same types, nullable; the other columns nullable), the readers write one Parquet file per
-  split into ``<data folder>/kafka-spark-<uuid>/`` with the table's codec and the write id in
-  every row, and :meth:`IcebergSink.commit_files` adds exactly those files through Iceberg's
-  Java API in the session's JVM (each file's metrics from the footer its reader reported).
+* **the readers' own files** (:meth:`IcebergSink.landing_folder`): for records the native
+  readers hand on (as read, or decoded by the readers; shaped by ``ingest``'s ``shape``; no
+  transform or sql) into an unsorted Parquet table, unpartitioned or partitioned by
+  ``identity``, ``years``, ``months``, ``days``, ``hours`` or ``truncate`` (of integers) of
+  columns the files hold, whose data folder is local or on S3 and whose columns are exactly
+  the readers' (same names, same types, nullable; the other columns nullable), the readers
+  write one Parquet file per split (per split and partition value for a partitioned table:
+  the spec's transforms computed per row as Iceberg defines them,
+  :mod:`~airflow_provider_kafka_spark.spark.read.transforms`) into
+  ``<data folder>/kafka-spark-<uuid>/`` with the table's codec and the write id in every row,
+  and :meth:`IcebergSink.commit_files` adds exactly those files through Iceberg's Java API in
+  the session's JVM (each file's metrics from the footer its reader reported, its partition
+  values as its reader reported them).
   Files written by pyarrow carry no Iceberg field ids: the sink keeps the table's
   ``schema.name-mapping.default`` complete (every column by its name) before the read, so
   Iceberg and other readers find the columns by name;
@@ -41,7 +47,7 @@ from airflow_provider_kafka_spark.errors import (
     TableRuntimeError,
     error_line,
 )
-from airflow_provider_kafka_spark.s3 import S3Settings, settings_of_spark, split_s3
+from airflow_provider_kafka_spark.s3 import settings_of_spark, split_s3
 from airflow_provider_kafka_spark.sinks.tables.commits import (
     PREFIX,
     WRITE_COLUMN,
@@ -64,6 +70,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
+    from airflow_provider_kafka_spark.sinks.tables.sink import LandingPlan
     from airflow_provider_kafka_spark.spark.read.landing import LandedFile
 
 log = logging.getLogger(__name__)
@@ -338,30 +345,32 @@ class IcebergSink(TableSink):
         return {"commit": str(row["snapshot_id"]),
                 "records_written": int(summary.get("added-records", 0))}
 
-    def _landing_of(self, spark: SparkSession,
-                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
+    def _landing_of(self, spark: SparkSession, output: StructType) -> LandingPlan | str:
         """The table's data folder (``write.data.path``, else ``<location>/data``), its Parquet
         codec (``write.parquet.compression-codec``, Iceberg's default zstd) and, for a folder on
         S3, the session's S3A settings of its bucket; first the table's name mapping is made
         complete (:data:`NAME_MAPPING`: every column of the current schema by its name, the
-        aliases it had kept), a property change before anything is read. Why not, when the
-        table cannot take the readers' files as they write them: Spark Connect (no JVM for
-        Iceberg's Java API), a partitioned or sorted table, data files of another format, a
-        codec the readers cannot write (or brotli, which Iceberg's Java readers read only with a
-        codec Spark does not bundle), a data folder neither local nor on S3, an output column
-        the table lacks by its exact name or has with another type (or NOT NULL), or a NOT NULL
+        aliases it had kept), a property change before anything is read; for a partitioned table its
+        spec's fields as ``split_by``. Why not, when the table cannot take the readers' files as
+        they write them: Spark Connect (no JVM for Iceberg's Java API), a partition transform
+        the readers do not compute (``bucket``, ``truncate`` of strings, ``void``) or of a
+        column the files do not hold, a sorted table, data files of another format, a codec the
+        readers cannot write (or brotli, which Iceberg's Java readers read only with a codec
+        Spark does not bundle), a data folder neither local nor on S3, an output column the
+        table lacks by its exact name or has with another type (or NOT NULL), or a NOT NULL
         column the readers do not write."""
         from pyspark.sql.types import StringType, StructField
 
+        from airflow_provider_kafka_spark.sinks.tables.sink import LandingPlan
         from airflow_provider_kafka_spark.spark.read.landing import PARQUET_CODECS
 
         if getattr(spark, "_jsparkSession", None) is None:
             return "a Spark Connect session has no JVM to call Iceberg's Java API in"
         table = self._java_table(spark, "read the settings of")
         spec, order, properties = table.spec(), table.sortOrder(), table.properties()
-        if not spec.isUnpartitioned():
-            return ("the table is partitioned (by "
-                    f"{', '.join(str(f.name()) for f in spec.fields())})")
+        split_by = _split_by(table, spec, output)
+        if isinstance(split_by, str):
+            return split_by
         if not order.isUnsorted():
             return "the table has a sort order, which the readers' files do not follow"
         file_format = (properties.get("write.format.default") or "parquet").lower()
@@ -397,7 +406,7 @@ class IcebergSink(TableSink):
                         "write it")
         self._complete_name_mapping(spark, table)
         s3 = settings_of_spark(spark, split_s3(data)[0]) if scheme in ("s3a", "s3") else None
-        return data, codec, s3
+        return LandingPlan(data, codec, s3, split_by=split_by)
 
     def _java_table(self, spark: SparkSession, doing: str) -> Any:
         """The table as Iceberg's Java API has it (its newest metadata), from the session's
@@ -461,11 +470,20 @@ class IcebergSink(TableSink):
         for landed in files:
             footer = iceberg.inmemory.InMemoryInputFile(landed.footer)
             metrics = iceberg.parquet.ParquetUtil.fileMetrics(footer, metrics_config, mapping)
-            overwrite.addFile(iceberg.DataFiles.builder(spec)
-                              .withPath(f"{folder.rstrip('/')}/{landed.name}")
-                              .withFormat(iceberg.FileFormat.PARQUET)
-                              .withFileSizeInBytes(landed.size)
-                              .withMetrics(metrics).build())
+            built = (iceberg.DataFiles.builder(spec)
+                     .withPath(f"{folder.rstrip('/')}/{landed.name}")
+                     .withFormat(iceberg.FileFormat.PARQUET)
+                     .withFileSizeInBytes(landed.size)
+                     .withMetrics(metrics))
+            if not spec.isUnpartitioned():
+                if len(landed.partition) != spec.fields().size():
+                    raise TableError(
+                        f"IcebergSink: the landed file {landed.name} reports "
+                        f"{len(landed.partition)} partition value(s); the spec of {self.table} "
+                        f"has {spec.fields().size()} field(s) (it changed since the read?). "
+                        "Nothing was committed; retry the task.")
+                built = built.withPartitionValues(list(landed.partition))
+            overwrite.addFile(built.build())
         if replacing:
             overwrite.overwriteByRowFilter(getattr(expressions, "in")(WRITE_COLUMN, replacing))
         for key, value in record.to_properties().items():
@@ -484,6 +502,48 @@ class IcebergSink(TableSink):
         text = str(exc)
         return any(s in text for s in ("ValidationException", "CommitFailedException",
                                        "Found conflicting files", "conflicting"))
+
+
+def _split_by(table: Any, spec: Any,
+              output: StructType) -> tuple[tuple[str, str, str], ...] | str:
+    """The fields of ``spec`` (the Java API's ``PartitionSpec`` of ``table``) as
+    ``(field name, source column, transform)``, each a transform
+    :func:`~airflow_provider_kafka_spark.spark.read.transforms.partition_values` computes of a
+    top-level column of ``output`` of a type it takes; else why not."""
+    from pyspark.sql.types import (
+        BooleanType,
+        ByteType,
+        DateType,
+        IntegerType,
+        LongType,
+        ShortType,
+        StringType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    from airflow_provider_kafka_spark.spark.read.transforms import TIME_TRANSFORMS, is_transform
+
+    integers = (ByteType, ShortType, IntegerType, LongType)
+    types = {f.name: f.dataType for f in output.fields}
+    found: list[tuple[str, str, str]] = []
+    for field in spec.fields():
+        transform = str(field.transform())
+        column = table.schema().findColumnName(field.sourceId())
+        kind = types.get(str(column)) if column is not None else None
+        takes = (
+            isinstance(kind, (StringType, BooleanType, DateType, *integers))
+            if transform == "identity"
+            else isinstance(kind, (TimestampType, TimestampNTZType))
+            or (transform != "hour" and isinstance(kind, DateType))
+            if transform in TIME_TRANSFORMS
+            else isinstance(kind, integers) if transform.startswith("truncate[")
+            else False)
+        if not is_transform(transform) or kind is None or not takes:
+            return (f"the table is partitioned by {transform}({column}), which the readers do "
+                    "not compute of the files' columns")
+        found.append((str(field.name()), str(column), transform))
+    return tuple(found)
 
 
 def _commit_of(table: Any, write_id: str) -> dict[str, Any]:

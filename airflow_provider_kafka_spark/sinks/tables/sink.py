@@ -2,16 +2,18 @@
 the check of the output's columns against the table's.
 
 One run is one table commit. ``prepare`` checks the runtime, the table and the schema before
-anything is read; ``intake`` has the readers land the records as read as the table's own
-Parquet files where the format says the table can take them (``landing_folder``), else
-``write`` only takes the DataFrame; ``commit`` (which has the run's ranges)
-reads the application's newest commits (its offsets so far, and the table's newest commit: the
-*head*), looks for the run's rows in the table as of the head, and then either writes nothing
-(this write is already there: an earlier try committed it) or writes the rows (or adds the
-landed files: ``commit_files``) and removes the run's earlier rows (a reprocessing, or other
-ranges) in **one** commit that records the run and the application's offsets
-(:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A commit that conflicts with a
-concurrent one is tried again from the reading, up to ``max_commit_attempts`` times.
+anything is read; ``intake`` has the readers land the records (as read, or decoded by the
+readers, shaped by ``ingest``'s ``shape``) as the table's own Parquet files where the format
+says the table can take them (``landing_folder``: also a partitioned table, the readers
+splitting the files by its partition values), else ``write`` only takes the DataFrame;
+``commit`` (which has the run's ranges) reads the application's newest commits (its offsets so
+far, and the table's newest commit: the *head*), looks for the run's rows in the table as of
+the head, and then either writes nothing (this write is already there: an earlier try
+committed it) or writes the rows (or adds the landed files: ``commit_files``) and removes the
+run's earlier rows (a reprocessing, or other ranges) in **one** commit that records the run
+and the application's offsets (:mod:`~airflow_provider_kafka_spark.sinks.tables.commits`). A
+commit that conflicts with a concurrent one is tried again from the reading, up to
+``max_commit_attempts`` times.
 """
 
 from __future__ import annotations
@@ -20,10 +22,12 @@ import contextlib
 import logging
 import os
 import random
+import shutil
 import time
 import uuid
 from abc import abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 from airflow_provider_kafka_spark.arguments import checkable
@@ -61,6 +65,23 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Key = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class LandingPlan:
+    """How the readers land a run as data files of a table (:meth:`TableSink.landing_folder`):
+    ``uri``, the table's data folder as the table names its files; the Parquet ``codec``; the
+    ``s3`` settings for a folder on S3; for a partitioned table either ``partition_by`` (Delta:
+    the partition columns, whose values name hive folders and are left out of the files) or
+    ``split_by`` (Iceberg: ``(field name, source column, transform)`` of the partition spec;
+    the files keep the column), as :class:`~airflow_provider_kafka_spark.spark.read.landing.
+    ParquetFolder` takes them."""
+
+    uri: str
+    codec: str
+    s3: S3Settings | None = None
+    partition_by: tuple[str, ...] = ()
+    split_by: tuple[tuple[str, str, str], ...] = ()
 
 
 class TableSink(Sink):
@@ -252,21 +273,39 @@ class TableSink(Sink):
         self._output = shaped.schema
 
     def intake(self, given: SinkInput) -> Intake:
-        """The readers' files, when the records are as read and the table can take them as
-        the readers write them (:meth:`landing_folder`): they land in a folder of their own
-        under the table's data folder with the write id in :data:`WRITE_COLUMN`, and
+        """The readers' files, when the native readers hand on the records (as read, or
+        decoded by themselves: :attr:`SinkInput.native_rows`; shaped by ``given.shape``, which
+        they apply) and the table can take the output's columns as the readers write them
+        (:meth:`landing_folder`; a partitioned table too: the readers split the files by its
+        partition values, and each file's values go into the commit): they land in a folder of
+        their own under the table's data folder with the write id in :data:`WRITE_COLUMN`, and
         :meth:`commit` adds exactly those files. Otherwise Spark rows, staged: :meth:`write`
         only keeps them and :meth:`commit` writes them in the run's one table commit, so the
-        statistics are known after the commit."""
+        statistics are known after the commit.
+
+        Raises:
+            ConfigurationError: ``given.dead_letters``: a table has no dead-letter output
+                (nothing was read).
+        """
+        if given.dead_letters:
+            raise ConfigurationError(
+                f"{type(self).__name__}({self.table!r}): a table sink takes no dead letters; "
+                "ingest with on_corrupt='fail' or 'skip'. Nothing was read or written.")
         rows = Intake(SparkRows(), staged=True, statistics_after_commit=True)
-        if not (given.native_as_read and given.shape is None and given.ranges is not None
-                and self._spark is not None
+        if not (given.native_rows and given.ranges is not None and self._spark is not None
                 and self._output is not None):
             return rows
         assert self.application is not None and self.run is not None  # checked in prepare()
         wid = write_id(self.application, self.run, self.generation or 0, given.ranges)
-        folder = self.landing_folder(self._spark, self._output)
-        if folder is None:
+        plan = self.landing_folder(self._spark, self._output)
+        if plan is None:
+            return rows
+        made = set() if given.shape is None else set(given.shape.names())
+        if not set(plan.partition_by) <= made:
+            log.info("%s: the run's records go into %s through Spark's writer, not as the "
+                     "readers' files: its partition columns %s are not columns the run's "
+                     "shape makes.", type(self).__name__, self.table,
+                     ", ".join(plan.partition_by))
             return rows
         if not self.lands_replacing:  # the format cannot drop earlier files in the commit
             with kafka_errors():
@@ -281,7 +320,7 @@ class TableSink(Sink):
                 return rows
         from airflow_provider_kafka_spark.spark.read.landing import ParquetFolder
 
-        table_uri, codec, s3 = folder
+        table_uri, s3 = plan.uri, plan.s3
         name = f"kafka-spark-{uuid.uuid4().hex}"
         if s3 is not None:
             bucket, prefix = split_s3(table_uri)
@@ -289,7 +328,9 @@ class TableSink(Sink):
         else:
             path = os.path.join(table_uri.removeprefix("file://").removeprefix("file:"), name)
             os.makedirs(path, exist_ok=True)
-        self._landing = ParquetFolder(path, codec, s3, ((WRITE_COLUMN, wid),))
+        self._landing = ParquetFolder(path, plan.codec, s3, ((WRITE_COLUMN, wid),),
+                                      shape=given.shape, partition_by=plan.partition_by,
+                                      split_by=plan.split_by)
         self._landing_uri = f"{table_uri.rstrip('/')}/{name}"
         return Intake(LandedParquet(self._landing, self._adopt), staged=True)
 
@@ -299,7 +340,13 @@ class TableSink(Sink):
         return self.describe()
 
     def _forget_landed(self) -> None:
-        """Delete the landed files, unless a commit of them was tried (it may have landed)."""
+        """Delete the landed files, unless a commit of them was tried (it may have landed).
+        Files the readers landed but ingest never adopted (a corrupt record failed the
+        ingest, or the read failed) are in the attempt's own local folder, which goes whole; on
+        S3 they are left to the format's orphan clean-up."""
+        if self._landing is not None and self._landed is None and not self._commit_tried \
+                and self._landing.s3 is None:
+            shutil.rmtree(self._landing.path, ignore_errors=True)
         if self._landing is not None and self._landed and not self._commit_tried:
             try:
                 self._landing.remove(f.name for f in self._landed)
@@ -318,6 +365,7 @@ class TableSink(Sink):
             raise ConfigurationError(
                 f"{type(self).__name__}: a table sink takes no dead letters; ingest with "
                 "on_corrupt='fail' or 'skip'. Nothing was written.")
+        self._forget_landed()  # files the readers landed before ingest took Spark's path
         self._df = in_table_order(df, self._schema)
         return self.describe()
 
@@ -464,13 +512,12 @@ class TableSink(Sink):
     """Whether :meth:`commit_files` can drop a run's earlier files in the same commit (else a
     run with earlier writes is committed by :meth:`commit_rows`)."""
 
-    def landing_folder(self, spark: SparkSession,
-                       output: StructType) -> tuple[str, str, S3Settings | None] | None:
-        """Where the readers can land a run whose records are as read (``output``'s columns)
-        as data files of the table: ``(folder URI as the table names its files, Parquet codec,
-        the S3 settings for an S3 folder)``; None (the reason logged) when the table cannot
-        take them as written (e.g. partitioned, sorted, another file format or column type):
-        its commit then goes through Spark's writer."""
+    def landing_folder(self, spark: SparkSession, output: StructType) -> LandingPlan | None:
+        """Where and how the readers can land a run whose files hold ``output``'s columns
+        (the records as read, or decoded and shaped) as data files of the table
+        (:class:`LandingPlan`); None (the reason logged) when the table cannot take them as
+        written (e.g. a partitioning the readers do not compute, sorted, another file format
+        or column type): its commit then goes through Spark's writer."""
         found = self._landing_of(spark, output)
         if isinstance(found, str):
             log.info("%s: the run's records go into %s through Spark's writer, not as the "
@@ -478,8 +525,7 @@ class TableSink(Sink):
             return None
         return found
 
-    def _landing_of(self, spark: SparkSession,
-                    output: StructType) -> tuple[str, str, S3Settings | None] | str:
+    def _landing_of(self, spark: SparkSession, output: StructType) -> LandingPlan | str:
         """:meth:`landing_folder`'s answer, or why not (a sentence for the log)."""
         return "the format has no commit of the readers' files"
 

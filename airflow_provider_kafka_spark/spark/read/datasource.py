@@ -105,6 +105,9 @@ LAND_SHAPE_OPTION = "landShape"
 """The columns of the landed files (JSON: ``Shape.to_json()``)."""
 LAND_PARTITION_BY_OPTION = "landPartitionBy"
 """The columns of the shape whose values name the landed files' folders (JSON list)."""
+LAND_SPLIT_BY_OPTION = "landSplitBy"
+"""The Iceberg partition transforms the landed files are split by (JSON ``[[name, column,
+transform], ...]``)."""
 SPLIT_ENDS_OPTION = "splitEnds"
 DECODE_OPTION = "decodeSecret"
 """How the readers decode the records (JSON: ``ReaderDecoding.to_json()``): the read returns
@@ -236,7 +239,9 @@ def _landing_option(options: Mapping[str, str]) -> ParquetFolder | None:
                          None if shape is None else Shape.from_json(json.loads(shape)),
                          tuple(json.loads(options.get(LAND_PARTITION_BY_OPTION, "[]"))),
                          None if decoding is None else ReaderDecoding.from_json(decoding),
-                         options.get(LAND_ON_CORRUPT_OPTION, "fail"))
+                         options.get(LAND_ON_CORRUPT_OPTION, "fail"),
+                         tuple((str(n), str(c), str(t)) for n, c, t in
+                               json.loads(options.get(LAND_SPLIT_BY_OPTION, "[]"))))
 
 
 def _bad_option(name: str, value: object, expected: str) -> ConfigurationError:

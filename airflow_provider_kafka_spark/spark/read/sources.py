@@ -62,6 +62,7 @@ from airflow_provider_kafka_spark.spark.read.datasource import (
     LAND_PARTITION_BY_OPTION,
     LAND_S3_OPTION,
     LAND_SHAPE_OPTION,
+    LAND_SPLIT_BY_OPTION,
     LOST_OFFSETS_OPTION,
     PROGRESS_OPTION,
     SPLIT_ENDS_OPTION,
@@ -147,6 +148,8 @@ def spark_read(
             options[LAND_SHAPE_OPTION] = json.dumps(landing.shape.to_json())
         if landing.partition_by:
             options[LAND_PARTITION_BY_OPTION] = json.dumps(list(landing.partition_by))
+        if landing.split_by:
+            options[LAND_SPLIT_BY_OPTION] = json.dumps([list(s) for s in landing.split_by])
         if landing.decoding is not None:
             options[LAND_ON_CORRUPT_OPTION] = landing.on_corrupt
     if landing is not None or split_ends:

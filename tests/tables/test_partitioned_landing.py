@@ -1,0 +1,203 @@
+"""Decoded, shaped records landed by the readers into partitioned tables (issue 53): Avro in the
+Schema Registry wire format, decoded by the readers, into an Iceberg table partitioned by
+``hours(ts)`` and a Delta table partitioned by an ``hour`` column. Each lands exactly the rows
+Spark's writer lands from the same slice (the same shape applied through Spark), with the same
+partition values as Spark's reader sees them; a retry of the run commits nothing; a
+reprocessing replaces the run's rows in one commit; a dead-letter decode is refused before the
+read."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+
+from airflow_provider_kafka_spark.decoding import Decoding
+from airflow_provider_kafka_spark.errors import ConfigurationError, CorruptRecordError
+from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
+from airflow_provider_kafka_spark.shaping import Derived, Shape
+from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN
+from airflow_provider_kafka_spark.spark import ingest
+from airflow_provider_kafka_spark.spark.shape import shape_frame
+from tests.tables.cases import AS_READ_COLUMNS, create
+from tools.kafka_records import produce
+
+pytestmark = [pytest.mark.tables, pytest.mark.spark, pytest.mark.integration]
+
+HOUR_MS = 3_600_000
+HOUR_US = HOUR_MS * 1000
+RECORDS = 60
+SHAPES = {
+    "iceberg-hadoop": Shape(["partition", "offset", "timestamp AS ts", "value.*"]),
+    "delta-path": Shape(["partition", "offset", "value.*"],
+                        {"hour": Derived("timestamp", "hour")}),
+}
+COLUMNS = {
+    "iceberg-hadoop": ("`partition` INT, `offset` BIGINT, ts TIMESTAMP, id BIGINT, "
+                       "user STRING, amount DOUBLE"),
+    "delta-path": ("`partition` INT, `offset` BIGINT, id BIGINT, user STRING, amount DOUBLE, "
+                   "hour STRING"),
+}
+PARTITIONED_BY = {"iceberg-hadoop": "hours(ts)", "delta-path": "hour"}
+
+
+@pytest.fixture(scope="module")
+def events(kafka_config: dict[str, Any], schema_registry: dict[str, Any]) -> Any:
+    """:data:`RECORDS` Avro events over 3 partitions, their Kafka timestamps over 4 hours, and
+    one corrupt record (``on_corrupt="skip"`` drops it)."""
+    import uuid
+
+    from confluent_kafka.admin import AdminClient
+
+    from tests.support.topics import create_topic
+
+    topic = f"avro-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(kafka_config)
+    create_topic(admin, topic, 3)
+    serializer = AvroSerializer(SchemaRegistryClient(schema_registry), json.dumps({
+        "type": "record", "name": "Event", "fields": [
+            {"name": "id", "type": "long"}, {"name": "user", "type": "string"},
+            {"name": "amount", "type": "double"}]}))
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    start = (1_796_371_200_000 // HOUR_MS) * HOUR_MS  # 2026-12-04T08:00Z
+    records = [(i % 3, None, serializer({"id": i, "user": f"u{i % 5}", "amount": i / 4}, ctx),
+                start + (i % 4) * HOUR_MS + i) for i in range(RECORDS)]
+    records[17] = (2, None, b"not avro", start)
+    produce(kafka_config, topic, records)
+    yield topic, start
+    admin.delete_topics([topic])[topic].result(30)
+
+
+def _decode(schema_registry: dict[str, Any], on_corrupt: str = "skip") -> Decoding:
+    return Decoding(value_format="avro", schema_registry=schema_registry, on_corrupt=on_corrupt)
+
+
+def _rows(spark: Any, df: Any) -> Counter[tuple[Any, ...]]:
+    return Counter(tuple(r) for r in df.drop(WRITE_COLUMN).collect())
+
+
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+def test_a_decoded_slice_lands_in_a_partitioned_table_as_sparks_writer_lands_it(
+        table_spark: Any, kafka_config: dict[str, Any], schema_registry: dict[str, Any],
+        events: Any, warehouses: Any, kind: str) -> None:
+    topic, start = events
+    shape = SHAPES[kind]
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    ours = create(table_spark, kind, warehouses.of(kind), COLUMNS[kind], PARTITIONED_BY[kind])
+    theirs = create(table_spark, kind, warehouses.of(kind), COLUMNS[kind], PARTITIONED_BY[kind])
+
+    result = ingest(table_spark, ranges, kafka_config, ours.sink("run-1"),
+                    decode=_decode(schema_registry), shape=shape)
+    spark_writer = ingest(table_spark, ranges, kafka_config, theirs.sink("run-1"),
+                          decode=_decode(schema_registry),
+                          transform=lambda df: shape_frame(df, shape))
+
+    assert result.output["landed"] and result.output["committed"]
+    assert not spark_writer.output["landed"]
+    assert result.records == spark_writer.records == RECORDS
+    assert result.decode is not None and result.decode.to_dict() == {
+        "decoded": RECORDS - 1, "skipped": 1, "dead_lettered": 0}
+    assert result.output["records_written"] == RECORDS - 1
+    landed = _rows(table_spark, ours.df(table_spark))
+    assert landed == _rows(table_spark, theirs.df(table_spark))
+    assert sum(landed.values()) == RECORDS - 1
+    assert ours.writes(table_spark) == Counter({result.output["write_id"]: RECORDS - 1})
+    first_hour = start // HOUR_MS
+    if kind.startswith("iceberg"):
+        # the partition data each file's commit recorded, as Spark's reader sees it
+        def partitions(table: Any) -> Counter[tuple[int, int]]:
+            return Counter({(r[0], r[1]) for r in table_spark.sql(
+                f"SELECT partition.ts_hour, record_count FROM {table.name}.partitions").collect()})
+
+        assert partitions(ours) == partitions(theirs)
+        assert {h for h, _ in partitions(ours)} == {first_hour + h for h in range(4)}
+        by_file = table_spark.sql(f"SELECT _partition.ts_hour AS h, ts FROM {ours.name}").collect()
+        assert all(int(r.h) == int(r.ts.timestamp()) // 3600 for r in by_file)
+        pruned = table_spark.sql(f"SELECT count(*) FROM {ours.name} WHERE ts >= "
+                                 f"timestamp_millis({start + 2 * HOUR_MS})").first()[0]
+        assert pruned == sum(1 for h in range(RECORDS) if h != 17 and h % 4 >= 2)
+    else:
+        hours = ours.df(table_spark).selectExpr("hour", "_metadata.file_path AS f").collect()
+        assert all(f"/hour={r.hour}/" in r.f for r in hours)  # read from partitionValues
+        import pyarrow as pa
+        from deltalake import DeltaTable
+
+        actions = pa.table(DeltaTable(ours.location).get_add_actions(flatten=True)).to_pylist()
+        assert {a["partition.hour"] for a in actions} == {
+            f"2026-12-04-{8 + h:02d}" for h in range(4)}
+        assert all(json.loads(a["stats"])["numRecords"] > 0 if "stats" in a else True
+                   for a in actions)
+        assert table_spark.sql(f"DESCRIBE DETAIL delta.`{ours.location}`").first()[
+            "partitionColumns"] == ["hour"]
+    commits = ours.commit_count(table_spark)
+
+    again = ingest(table_spark, ranges, kafka_config, ours.sink("run-1"),
+                   decode=_decode(schema_registry), shape=shape)
+    assert again.output["skipped"] and not again.output["committed"]
+    assert ours.commit_count(table_spark) == commits
+    assert _rows(table_spark, ours.df(table_spark)) == landed
+
+    redone = ingest(table_spark, ranges, kafka_config, ours.sink("run-1", generation=1),
+                    decode=_decode(schema_registry), shape=shape)
+    assert redone.output["committed"] and redone.output["replaced"] == [
+        result.output["write_id"]]
+    assert ours.commit_count(table_spark) == commits + 1
+    assert _rows(table_spark, ours.df(table_spark)) == landed
+    assert ours.writes(table_spark) == Counter({redone.output["write_id"]: RECORDS - 1})
+
+
+def test_a_corrupt_record_fails_a_landed_run_with_nothing_committed_and_dead_letters_are_refused(
+        table_spark: Any, kafka_config: dict[str, Any], schema_registry: dict[str, Any],
+        events: Any, warehouses: Any) -> None:
+    topic, _ = events
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    table = create(table_spark, "delta-path", warehouses.lake, COLUMNS["delta-path"], "hour")
+    with pytest.raises(ConfigurationError, match="dead.letter"):
+        ingest(table_spark, ranges, kafka_config, table.sink("run-1"),
+               decode=_decode(schema_registry, "dead_letter"), shape=SHAPES["delta-path"])
+
+    with pytest.raises(CorruptRecordError, match=rf"the first is {topic}/2 at offset 5: value "
+                                                 "is not avro"):
+        ingest(table_spark, ranges, kafka_config, table.sink("run-1"),
+               decode=_decode(schema_registry, "fail"), shape=SHAPES["delta-path"])
+    assert table.df(table_spark).count() == 0
+    assert table.records(table_spark) == []  # no commit of a run (prepare added its column)
+    assert not list(Path(table.location).glob("kafka-spark-*"))  # the landed files went
+
+
+def test_records_as_read_land_in_an_iceberg_table_partitioned_by_identity_and_days(
+        table_spark: Any, kafka_config: dict[str, Any], events: Any, warehouses: Any) -> None:
+    """Two partition fields (``identity`` of an int, ``days`` of a timestamp: a date value):
+    the readers' files carry the same partition data as Spark's writer's."""
+    topic, _ = events
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    spec = "`partition`, days(`timestamp`)"
+    ours = create(table_spark, "iceberg-hadoop", warehouses.lake, AS_READ_COLUMNS, spec)
+    theirs = create(table_spark, "iceberg-hadoop", warehouses.lake, AS_READ_COLUMNS, spec)
+
+    landed = ingest(table_spark, ranges, kafka_config, ours.sink("run-1")).output
+    spark_writer = ingest(table_spark, ranges, kafka_config, theirs.sink("run-1"),
+                          sql="SELECT * FROM kafka").output
+
+    assert landed["landed"] and not spark_writer["landed"]
+    assert landed["records_written"] == spark_writer["records_written"] == RECORDS
+    def rows(table: Any) -> Counter[tuple[Any, ...]]:
+        return Counter((r[0], r[1], bytes(r[2]), r[3]) for r in table.df(table_spark).select(
+            "partition", "offset", "value", "timestamp").collect())
+
+    assert rows(ours) == rows(theirs)
+    assert sum(rows(ours).values()) == RECORDS
+
+    def partitions(table: Any) -> set[tuple[Any, ...]]:
+        return {tuple(r) for r in table_spark.sql(
+            f"SELECT partition.`partition`, partition.timestamp_day, record_count "
+            f"FROM {table.name}.partitions").collect()}
+
+    assert partitions(ours) == partitions(theirs)
+    assert len(partitions(ours)) == 3  # three Kafka partitions, one day
