@@ -1132,7 +1132,9 @@ def landed_digest(path: Path, column: str) -> dict[str, Any]:
         digest["by"][folder[column]] = digest["by"].get(folder[column], 0) + table.num_rows
         digest["files"] += 1
         if digest["columns"] is None:
-            digest["columns"] = pq.read_schema(f).names
+            schema = pq.read_schema(f)
+            digest["columns"] = schema.names
+            digest["types"] = [str(t) for t in schema.types]
     return digest
 
 
@@ -1182,7 +1184,8 @@ def case_decoded(spark: Any, case: str, bootstrap: str, events: Events, repeats:
                     + ", ".join(f"{k} {found[k]!r} (expected {expected[k]!r})"
                                 for k in expected if found[k] != expected[k]))
                 layouts[side] = {"columns": digest["columns"], "files": digest["files"],
-                                 f"{column}_folders": len(digest["by"])}
+                                 f"{column}_folders": len(digest["by"]),
+                                 "arrow_types": digest.get("types")}
                 shutil.rmtree(path)
                 return result
             return one
