@@ -161,7 +161,7 @@ def test_a_broker_refused_during_resolution_fails_within_the_connect_wait_and_ma
                             timeout=30)
         took = time.monotonic() - started
     print(f"refused: the package's error after {took:.1f}s: {raised.value}")
-    assert CONNECT_TIMEOUT_S - 1 <= took <= CONNECT_TIMEOUT_S + 5
+    assert CONNECT_TIMEOUT_S - 1 <= took <= CONNECT_TIMEOUT_S + 8  # a busy 2-core machine
     assert not isinstance(raised.value, UnknownTopicError)
     assert raised.value.retryable
     assert proxied_kafka.config["bootstrap.servers"] in str(raised.value)
