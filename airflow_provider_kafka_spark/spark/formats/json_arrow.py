@@ -62,13 +62,14 @@ collated strings, intervals, ``variant``; a struct with no fields or with two fi
 names differ only in case; a top-level field ``_corrupt_record`` (decode.py refuses it).
 
 Where pyarrow's reader accepts a record that Spark reads otherwise, the record is decoded by
-the parser instead: values with ``NaN``/``Inf`` after a separator (rapidjson takes ``Inf``,
-``-Inf`` and ``-NaN``, also in skipped fields), values over 1,000 bytes holding a long run of
-number characters or 1,000 brackets, values over 50,000 bytes, and rows where a ``double``/
-``float`` came out as -0.0 (rapidjson reads the integer ``-0`` as -0.0, Spark as 0.0). The
-reader refuses the rest of what it reads otherwise (a string field given a number, integer
-overflow, duplicate keys, unpaired surrogates, single quotes, ``\'``, what follows the
-object), and reads floats correctly rounded, as Java does.
+the parser instead: values with the tokens ``Inf``, ``-Inf`` or ``-NaN`` (rapidjson takes
+them, also in skipped fields; ``NaN``, ``Infinity`` and ``-Infinity`` both read alike),
+values over 1,000 bytes holding a long run of number characters or 1,000 brackets, values
+over 50,000 bytes, and rows where a ``double``/``float`` came out as -0.0 (rapidjson reads
+the integer ``-0`` as -0.0, Spark as 0.0). The reader refuses the rest of what it reads
+otherwise (a string field given a number, integer overflow, duplicate keys, unpaired
+surrogates, single quotes, ``\\'``, what follows the object), and reads floats correctly
+rounded, as Java does.
 """
 
 from __future__ import annotations
@@ -100,8 +101,12 @@ _LONG_VALUE = 1000
 _HUGE_VALUE = 50_000
 _READ_BYTES = 64 << 20  # at most this much text in one read
 _NUMBER_RUN = re.compile(rb"[-+.eE0-9]{%d}" % _FP_DIGITS_UNSURE)
-_VALUE_START = np.zeros(256, dtype=bool)
+_VALUE_START = np.zeros(256, dtype=bool)  # bytes a value can follow
 _VALUE_START[list(b":,[ \t\r\n-")] = True
+_DELIMITER = np.zeros(256, dtype=bool)  # bytes that can follow a value
+_DELIMITER[list(b",]} \t\r\n")] = True
+_MINUS = np.zeros(256, dtype=bool)
+_MINUS[ord("-")] = True
 
 
 class _Corrupt(Exception):
@@ -638,11 +643,13 @@ class NativeJson:
         ok &= _ends_with(data, offsets[:-1], offsets[1:], ok, ord("{"), 1)
         ok &= _ends_with(data, offsets[1:] - 1, offsets[:-1] - 1, ok, ord("}"), -1)
         first, end = int(offsets[0]), int(offsets[-1])
-        for word in (b"Inf", b"NaN"):
-            # positions p (first < p <= end - 3) of the word, after a byte a value follows
-            at = np.flatnonzero(data[first + 1:end - 2] == word[0]) + first + 1
+        for word, before, after in ((b"Inf", _VALUE_START, _DELIMITER), (b"NaN", _MINUS, None)):
+            # rapidjson's tokens Spark refuses: Inf and -Inf (not Infinity), -NaN
+            at = np.flatnonzero(data[first + 1:end - 3] == word[0]) + first + 1
             at = at[(data[at + 1] == word[1]) & (data[at + 2] == word[2])]
-            at = at[_VALUE_START[data[at - 1]]]
+            at = at[before[data[at - 1]]]
+            if after is not None:
+                at = at[after[data[at + 3]]]
             if at.size:
                 ok[np.searchsorted(offsets, at, side="right") - 1] = False
         for row in np.flatnonzero(ok & (lengths > _LONG_VALUE)).tolist():
