@@ -74,8 +74,10 @@ rounded, as Java does.
 
 from __future__ import annotations
 
+import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -414,62 +416,141 @@ def _jackson_text(node: Any, flags: list[bool]) -> str:
     return "".join(out)
 
 
-def _convert(node: Any, spark_type: T.DataType, flags: list[bool]) -> Any:
-    """``node`` converted to ``spark_type`` as Spark's JacksonParser does; _Corrupt where it
-    fails."""
-    if node is None:
-        return None
+_Converter = Callable[[Any, list[bool]], Any]
+"""``convert(node, flags)``: a parsed value as Spark's JacksonParser converts it to one Spark
+type; raises _Corrupt where Spark fails; sets ``flags[0]`` for a value left to Spark's path."""
+
+
+def _converter(spark_type: T.DataType) -> _Converter:
+    """The converter of ``spark_type`` (JacksonParser.makeConverter), made once per schema."""
     if isinstance(spark_type, T.StringType):
-        if type(node) is str:
-            return _java_string(node)
-        return _jackson_text(node, flags)
+        def string(node: Any, flags: list[bool]) -> Any:
+            if node is None:
+                return None
+            if type(node) is str:
+                return _java_string(node)
+            return _jackson_text(node, flags)
+        return string
     if isinstance(spark_type, T.StructType):
-        if type(node) is not _Obj:
-            raise _Corrupt
-        row: dict[str, Any] = dict.fromkeys(spark_type.names)
-        for key, value in node.pairs:
-            if key in row:
-                row[key] = _convert(value, spark_type[key].dataType, flags)
-        return row
+        fields = {f.name: _converter(f.dataType) for f in spark_type.fields}
+
+        def struct(node: Any, flags: list[bool]) -> Any:
+            if node is None:
+                return None
+            if type(node) is not _Obj:
+                raise _Corrupt
+            row: dict[str, Any] = dict.fromkeys(fields)
+            for key, value in node.pairs:
+                convert = fields.get(key)
+                if convert is not None:
+                    row[key] = convert(value, flags)
+            return row
+        return struct
     if isinstance(spark_type, T.ArrayType):
-        if type(node) is not list:
-            raise _Corrupt
-        return [_convert(v, spark_type.elementType, flags) for v in node]
+        element = _converter(spark_type.elementType)
+
+        def array(node: Any, flags: list[bool]) -> Any:
+            if node is None:
+                return None
+            if type(node) is not list:
+                raise _Corrupt
+            return [element(v, flags) for v in node]
+        return array
     if isinstance(spark_type, T.BooleanType):
-        if node is True or node is False:
-            return node
-        raise _Corrupt
+        def boolean(node: Any, flags: list[bool]) -> Any:
+            if node is None or node is True or node is False:
+                return node
+            raise _Corrupt
+        return boolean
     if isinstance(spark_type, (T.DoubleType, T.FloatType)):
         double = isinstance(spark_type, T.DoubleType)
-        if type(node) is _Num:
-            return _double(node) if double else _float32(node.text, node.integral)
-        if type(node) is _Special:
-            return node.value
-        if type(node) is str and node in _FLOAT_STRINGS:
-            return _FLOAT_STRINGS[node]
-        raise _Corrupt
+
+        def floating(node: Any, flags: list[bool]) -> Any:
+            if node is None:
+                return None
+            if type(node) is _Num:
+                return _double(node) if double else _float32(node.text, node.integral)
+            if type(node) is _Special:
+                return node.value
+            if type(node) is str and node in _FLOAT_STRINGS:
+                return _FLOAT_STRINGS[node]
+            raise _Corrupt
+        return floating
     low, high = _INTEGRAL_RANGES[type(spark_type)]
-    if type(node) is not _Num or not node.integral:
-        raise _Corrupt
-    value = int(node.text)
-    if not low <= value <= high:
-        raise _Corrupt
-    return value - 256 if value > 127 and isinstance(spark_type, T.ByteType) else value
+    wrap = isinstance(spark_type, T.ByteType)
+
+    def integral(node: Any, flags: list[bool]) -> Any:
+        if node is None:
+            return None
+        if type(node) is not _Num or not node.integral:
+            raise _Corrupt
+        value = int(node.text)
+        if not low <= value <= high:
+            raise _Corrupt
+        return value - 256 if wrap and value > 127 else value
+    return integral
 
 
 class _Fallback(Exception):
     """The record is left to Spark's path (see the module's docs)."""
 
 
-def _decode_record(raw: bytes, struct: T.StructType) -> dict[str, Any]:
-    """One value as Spark's path decodes it into ``struct``. Raises _Corrupt when Spark finds
-    it corrupt, _Fallback when its value is left to Spark's path."""
+class _Unsure(Exception):
+    """Python's json module read a value near Jackson's limits: :func:`_parse` decides."""
+
+
+def _json_int(text: str) -> _Num:
+    if len(text) > _MAX_INT_DIGITS:
+        raise _Unsure
+    return _Num(text, True)
+
+
+def _json_float(text: str) -> _Num:
+    if len(text) >= _FP_DIGITS_UNSURE:
+        raise _Unsure
+    return _Num(text, False)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> _Obj:
+    node = _Obj()
+    node.pairs = pairs
+    for key, _ in pairs:
+        if len(key) > _MAX_NAME // 2:
+            raise _Unsure
+    return node
+
+
+_CONSTANTS = {"NaN": _Special(math.nan), "Infinity": _Special(math.inf),
+              "-Infinity": _Special(-math.inf)}
+# Python's json module (its C scanner) reads standard JSON into the same tree as _parse, about
+# ten times faster; what it refuses (single quotes, \', +INF...) _parse reads.
+_JSON_DECODER = json.JSONDecoder(object_pairs_hook=_json_object, parse_int=_json_int,
+                                 parse_float=_json_float, parse_constant=_CONSTANTS.__getitem__,
+                                 strict=True)
+
+
+def _tree(text: str, flags: list[bool]) -> _Obj:
+    """The top-level object of ``text`` (see :func:`_parse`)."""
+    start = _skip_ws(text, 0)
+    if (start < len(text) and text[start] == "{" and len(text) < _MAX_STRING // 2
+            and text.count("[") + text.count("{") < _MAX_DEPTH):
+        try:
+            tree, _ = _JSON_DECODER.raw_decode(text, start)
+        except (ValueError, _Unsure, RecursionError):
+            return _parse(text, flags)
+        return tree  # type: ignore[no-any-return]
+    return _parse(text, flags)
+
+
+def _decode_record(raw: bytes, convert: _Converter) -> dict[str, Any]:
+    """One value as Spark's path decodes it (``convert``: the schema's converter). Raises
+    _Corrupt when Spark finds it corrupt, _Fallback when its value is left to Spark's path."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise _Corrupt from None
     flags = [False]
-    row = _convert(_parse(text, flags), struct, flags)
+    row = convert(_tree(text, flags), flags)
     if flags[0]:
         raise _Fallback
     return row  # type: ignore[no-any-return]
@@ -554,6 +635,7 @@ class NativeJson:
         self.reason = f"{field_name} is not JSON matching the schema {schema_text}"
         self.read_schema = pa.schema(list(self.arrow_type))
         self.floats = _has_float(self.struct)
+        self.convert = _converter(self.struct)
         self.counts = {"read": 0, "one_by_one": 0}
         """Records decoded so far by pyarrow's reader and by the parser here."""
 
@@ -589,9 +671,11 @@ class NativeJson:
         one_by_one += rows[slow].tolist()
         decoded: list[Any] = []
         fallback: list[int] = []
-        for row in sorted(one_by_one):
+        one_by_one.sort()
+        raws = values.take(pa.array(one_by_one, pa.int64())).to_pylist() if one_by_one else []
+        for row, raw in zip(one_by_one, raws, strict=True):
             try:
-                value = _decode_record(values[row].as_py(), self.struct)
+                value = _decode_record(raw, self.convert)
             except _Corrupt:
                 errors[row] = self.reason
                 source[row] = -1
@@ -686,15 +770,15 @@ class NativeJson:
             hi = int(np.searchsorted(bounds, bounds[lo] + _READ_BYTES, side="right")) - 1
             work.append((lo, max(hi, lo + 1)))
             lo = max(hi, lo + 1)
-        budget = 64 + m // 2  # reads before the rest goes record by record
+        reads = kept = 0  # reads, and rows read: at least a row per read, else one by one
         while work:
             lo, hi = work.pop()
             if lo >= hi:
                 continue
-            if budget <= 0:
+            if reads > 16 + kept:
                 slow.extend(range(lo, hi))
                 continue
-            budget -= 1
+            reads += 1
             try:
                 column = self._read(buffer.slice(int(bounds[lo]), int(bounds[hi] - bounds[lo])))
             except pa.ArrowInvalid as exc:
@@ -722,6 +806,7 @@ class NativeJson:
                 if zeros.size:
                     slow.extend((lo + zeros).tolist())
             segments.append((lo, hi, column))
+            kept += hi - lo
         segments.sort(key=lambda segment: segment[0])
         return segments, slow
 
