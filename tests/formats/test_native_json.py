@@ -17,6 +17,7 @@ import pytest
 from pyspark.sql import types as T
 
 from airflow_provider_kafka_spark.spark import decode_kafka
+from airflow_provider_kafka_spark.spark.formats import json_arrow
 from airflow_provider_kafka_spark.spark.formats.json_arrow import NativeJson, native_json
 from airflow_provider_kafka_spark.spark.schema import kafka_schema
 
@@ -317,3 +318,35 @@ def test_native_json_is_none_where_spark_reads_otherwise() -> None:
     decoder = native_json("value", supported, "my schema")
     assert decoder is not None and native_json("value", supported, "my schema") is decoder
     assert decoder.reason == "value is not JSON matching the schema my schema"
+
+
+def _same_tree(a: Any, b: Any) -> bool:
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, json_arrow._Obj):
+        return len(a.pairs) == len(b.pairs) and all(
+            k == j and _same_tree(v, w) for (k, v), (j, w) in zip(a.pairs, b.pairs, strict=True))
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_tree(v, w) for v, w in zip(a, b, strict=True))
+    if isinstance(a, json_arrow._Special):
+        return _same(a.value, b.value)
+    return bool(a == b)
+
+
+def test_pythons_json_module_reads_what_it_takes_as_the_jackson_grammar_parser_does() -> None:
+    """One by one, records go to Python's json module first, to the Jackson-grammar parser
+    when it refuses them: where it takes a record, both give the same tree."""
+    taken = 0
+    for raw in _fuzzed([*FUZZ_MAIN, *FUZZ_NESTED, *(v for v in MAIN_CASES if v)], 20000, 3):
+        assert raw is not None
+        try:
+            text = raw.decode("utf-8")
+            start = json_arrow._skip_ws(text, 0)
+            if text[start:start + 1] != "{":
+                continue
+            tree, _ = json_arrow._JSON_DECODER.raw_decode(text, start)
+        except (ValueError, json_arrow._Unsure, RecursionError):
+            continue
+        taken += 1
+        assert _same_tree(tree, json_arrow._parse(text, [False])), raw
+    assert taken > 1000
