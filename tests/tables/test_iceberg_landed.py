@@ -189,8 +189,8 @@ def intake_of(spark: Any, table: Table, topic_name: str) -> Any:
 @pytest.mark.parametrize(
     ("columns", "change", "why"),
     [
-        (AS_READ_COLUMNS, "ALTER TABLE {t} ADD PARTITION FIELD bucket(4, `partition`)",
-         "the table is partitioned by bucket[4](partition), which the readers do not compute "
+        (AS_READ_COLUMNS, "ALTER TABLE {t} ADD PARTITION FIELD truncate(4, topic)",
+         "the table is partitioned by truncate[4](topic), which the readers do not compute "
          "of the files' columns"),
         (AS_READ_COLUMNS, "ALTER TABLE {t} WRITE ORDERED BY `offset`",
          "the table has a sort order, which the readers' files do not follow"),
@@ -231,7 +231,7 @@ def test_tables_that_cannot_take_the_readers_files_get_spark_rows_and_the_log_sa
 
 
 @pytest.mark.parametrize(("columns", "partitioned_by"), [
-    (AS_READ_COLUMNS, "bucket(4, `partition`)"),
+    (AS_READ_COLUMNS, "truncate(4, topic)"),
     (AS_READ_COLUMNS.replace("`partition` INT", "`partition` BIGINT"), ""),
 ], ids=["partitioned", "wider-type"])
 def test_a_table_that_cannot_take_the_files_takes_the_run_through_sparks_writer(

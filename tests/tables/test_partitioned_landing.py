@@ -171,13 +171,14 @@ def test_a_corrupt_record_fails_a_landed_run_with_nothing_committed_and_dead_let
     assert not list(Path(table.location).glob("kafka-spark-*"))  # the landed files went
 
 
-def test_records_as_read_land_in_an_iceberg_table_partitioned_by_identity_and_days(
+def test_records_as_read_land_in_an_iceberg_table_partitioned_by_identity_days_and_bucket(
         table_spark: Any, kafka_config: dict[str, Any], events: Any, warehouses: Any) -> None:
-    """Two partition fields (``identity`` of an int, ``days`` of a timestamp: a date value):
-    the readers' files carry the same partition data as Spark's writer's."""
+    """Three partition fields (``identity`` of an int, ``days`` of a timestamp: a date value,
+    ``bucket[4]`` of a long: Iceberg's murmur3): the readers' files carry the same partition
+    data as Spark's writer's (Iceberg's Java transforms)."""
     topic, _ = events
     ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
-    spec = "`partition`, days(`timestamp`)"
+    spec = "`partition`, days(`timestamp`), bucket(4, `offset`)"
     ours = create(table_spark, "iceberg-hadoop", warehouses.lake, AS_READ_COLUMNS, spec)
     theirs = create(table_spark, "iceberg-hadoop", warehouses.lake, AS_READ_COLUMNS, spec)
 
@@ -196,8 +197,65 @@ def test_records_as_read_land_in_an_iceberg_table_partitioned_by_identity_and_da
 
     def partitions(table: Any) -> set[tuple[Any, ...]]:
         return {tuple(r) for r in table_spark.sql(
-            f"SELECT partition.`partition`, partition.timestamp_day, record_count "
+            f"SELECT partition.`partition`, partition.timestamp_day, "
+            f"partition.offset_bucket, record_count "
             f"FROM {table.name}.partitions").collect()}
 
     assert partitions(ours) == partitions(theirs)
-    assert len(partitions(ours)) == 3  # three Kafka partitions, one day
+    assert len({p[:2] for p in partitions(ours)}) == 3  # three Kafka partitions, one day
+    assert len({p[2] for p in partitions(ours)}) == 4  # every bucket
+
+
+def test_the_readers_transforms_are_pyicebergs() -> None:
+    """Iceberg's transforms as the readers compute them, against pyiceberg's own, on random
+    values (before the epoch too) and nulls."""
+    import datetime as dt
+    import random
+
+    import pyarrow as pa
+    from pyiceberg.transforms import (
+        BucketTransform,
+        DayTransform,
+        HourTransform,
+        MonthTransform,
+        TruncateTransform,
+        YearTransform,
+    )
+    from pyiceberg.types import DateType, IntegerType, LongType, StringType, TimestamptzType
+
+    from airflow_provider_kafka_spark.spark.read.transforms import partition_values
+
+    def ours(values: list[Any], kind: pa.DataType, transform: str) -> list[Any]:
+        return partition_values(pa.array(values, kind), transform).to_pylist()
+
+    def theirs(values: list[Any], function: Any) -> list[Any]:
+        return [None if v is None else str(function(v)) for v in values]
+
+    rng = random.Random(53)
+    longs = [rng.randint(-2**63, 2**63 - 1) for _ in range(300)] + [0, -1, 34, None]
+    ints = [rng.randint(-2**31, 2**31 - 1) for _ in range(300)] + [None]
+    micros = [rng.randint(-2**55, 2**55) for _ in range(300)] + [-1, 0, None]
+    days = [rng.randint(-40_000, 40_000) for _ in range(300)] + [None]
+    texts = ["", "a", "abcd", "abcde", "iceberg", "ünïcødé ✓", None,
+             *(str(rng.random()) for _ in range(100))]
+    utc = pa.timestamp("us", tz="UTC")
+    for n in (1, 4, 16, 1000):
+        bucket = BucketTransform(n)
+        assert ours(longs, pa.int64(), f"bucket[{n}]") == theirs(longs, bucket.transform(LongType()))
+        assert ours(ints, pa.int32(), f"bucket[{n}]") == theirs(ints, bucket.transform(IntegerType()))
+        assert ours(micros, utc, f"bucket[{n}]") == theirs(
+            micros, bucket.transform(TimestamptzType()))
+        assert ours(texts, pa.string(), f"bucket[{n}]") == theirs(
+            texts, bucket.transform(StringType()))
+        assert partition_values(pa.array(days, pa.int32()).cast(pa.date32()),
+                                f"bucket[{n}]").to_pylist() == theirs(
+            days, bucket.transform(DateType()))
+    for name, transform in (("hour", HourTransform()), ("month", MonthTransform()),
+                            ("year", YearTransform())):
+        assert ours(micros, utc, name) == theirs(micros, transform.transform(TimestamptzType()))
+    day = DayTransform().transform(TimestamptzType())
+    assert ours(micros, utc, "day") == [
+        None if m is None else (dt.date(1970, 1, 1) + dt.timedelta(days=day(m))).isoformat()
+        for m in micros]
+    assert ours(longs, pa.int64(), "truncate[10]") == theirs(
+        longs, TruncateTransform(10).transform(LongType()))

@@ -61,10 +61,25 @@ def test_identity_and_truncate() -> None:
     assert _texts(pa.array([-7, 0, 7, None], pa.int64()), "identity") == ["-7", "0", "7", None]
     assert _texts(pa.array([-11, -10, -1, 0, 9, 10, None], pa.int32()), "truncate[10]") == [
         "-20", "-10", "-10", "0", "0", "10", None]
-    for bad, kind in (("bucket[16]", pa.int64()), ("truncate[3]", pa.string()),
-                      ("hour", pa.int64())):
+    for bad, values in (("bucket[16]", [True]), ("truncate[3]", ["abc"]), ("hour", [1])):
         with pytest.raises(ConfigurationError, match="not one the readers compute"):
-            partition_values(pa.array([1 if kind == pa.int64() else "a"], kind), bad)
+            partition_values(pa.array(values), bad)
+
+
+def test_bucket_is_murmur3_of_the_values_bytes_as_the_iceberg_spec_says() -> None:
+    """The spec's own examples ("Appendix B: 32-bit Hash Requirements"): hash(34) =
+    2017239379 for an int and a long, hash("iceberg") = 1210000089; bucket[N] is that hash's
+    non-negative part mod N."""
+    n = 2**31 - 1  # the buckets are the non-negative hashes themselves
+    assert _texts(pa.array([34], pa.int32()), f"bucket[{n}]") == [str(2017239379 % n)]
+    assert _texts(pa.array([34], pa.int64()), f"bucket[{n}]") == [str(2017239379 % n)]
+    assert _texts(pa.array(["iceberg", None]), f"bucket[{n}]") == [str(1210000089 % n), None]
+    # a date is its days, a timestamp its microseconds (2017-11-16, 2017-11-16T22:31:08Z)
+    assert _texts(pa.array([dt.date(2017, 11, 16)], pa.date32()), f"bucket[{n}]") == [
+        str(-653330422 & 0x7FFFFFFF)]
+    assert _texts(pa.array([dt.datetime(2017, 11, 16, 22, 31, 8, tzinfo=dt.UTC)], UTC_US),
+                  f"bucket[{n}]") == [str(-2047944441 & 0x7FFFFFFF)]
+    assert _texts(pa.array([34], pa.int64()), "bucket[16]") == ["3"]
 
 
 def _events(n: int, hours: int) -> pa.RecordBatch:
@@ -101,7 +116,7 @@ def test_split_by_an_iceberg_transform_keeps_the_column_and_reports_each_files_v
 
 def test_a_split_parquet_folder_checks_itself(tmp_path: Path) -> None:
     shape = Shape(["offset"], {"hour": Derived("timestamp", "hour")})
-    for bad in ((("h", "ts", "bucket[4]"),), (("h", "ts"),), ("h",)):
+    for bad in ((("h", "ts", "void"),), (("h", "ts", "bucket[0]"),), (("h", "ts"),), ("h",)):
         with pytest.raises(ConfigurationError, match="split_by"):
             ParquetFolder(str(tmp_path), split_by=bad)  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="without partition_by"):

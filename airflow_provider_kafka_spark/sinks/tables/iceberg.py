@@ -12,8 +12,8 @@ conflict: Iceberg retries onto them). The data files come one of two ways:
 * **the readers' own files** (:meth:`IcebergSink.landing_folder`): for records the native
   readers hand on (as read, or decoded by the readers; shaped by ``ingest``'s ``shape``; no
   transform or sql) into an unsorted Parquet table, unpartitioned or partitioned by
-  ``identity``, ``years``, ``months``, ``days``, ``hours`` or ``truncate`` (of integers) of
-  columns the files hold, whose data folder is local or on S3 and whose columns are exactly
+  ``identity``, ``years``, ``months``, ``days``, ``hours``, ``bucket`` or ``truncate`` (of
+  integers) of columns the files hold, whose data folder is local or on S3 and whose columns are exactly
   the readers' (same names, same types, nullable; the other columns nullable), the readers
   write one Parquet file per split (per split and partition value for a partitioned table:
   the spec's transforms computed per row as Iceberg defines them,
@@ -353,7 +353,7 @@ class IcebergSink(TableSink):
         aliases it had kept), a property change before anything is read; for a partitioned table its
         spec's fields as ``split_by``. Why not, when the table cannot take the readers' files as
         they write them: Spark Connect (no JVM for Iceberg's Java API), a partition transform
-        the readers do not compute (``bucket``, ``truncate`` of strings, ``void``) or of a
+        the readers do not compute (``truncate`` of strings, ``void``) or of a
         column the files do not hold, a sorted table, data files of another format, a codec the
         readers cannot write (or brotli, which Iceberg's Java readers read only with a codec
         Spark does not bundle), a data folder neither local nor on S3, an output column the
@@ -538,6 +538,8 @@ def _split_by(table: Any, spec: Any,
             or (transform != "hour" and isinstance(kind, DateType))
             if transform in TIME_TRANSFORMS
             else isinstance(kind, integers) if transform.startswith("truncate[")
+            else isinstance(kind, (StringType, DateType, TimestampType, TimestampNTZType,
+                                   *integers)) if transform.startswith("bucket[")
             else False)
         if not is_transform(transform) or kind is None or not takes:
             return (f"the table is partitioned by {transform}({column}), which the readers do "
