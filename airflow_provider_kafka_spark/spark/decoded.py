@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from pyspark import StorageLevel
@@ -26,6 +27,7 @@ from airflow_provider_kafka_spark.spark.read.decode import (
     decode_kafka,
     json_struct,
     registry_codec,
+    settle_left_to_spark,
 )
 from airflow_provider_kafka_spark.spark.read.landing import Landing
 from airflow_provider_kafka_spark.spark.read.marking import FieldDecoder, ReaderDecoding
@@ -99,6 +101,20 @@ class SliceDecoding:
             else:
                 fields.append(FieldDecoder(field, fmt))
         return ReaderDecoding(fields[0], fields[1], marked_schema.json())
+
+    def for_rows(self, in_readers: ReaderDecoding | None) -> ReaderDecoding | None:
+        """``in_readers`` for a read whose marked records become Spark rows: the records a
+        JSON field leaves to Spark marked for :meth:`settled` (None when the other field is a
+        registry format: :meth:`settled` decodes only what Spark's expressions decode)."""
+        if in_readers is None or not in_readers.leaves_to_spark:
+            return in_readers
+        if {in_readers.key.format, in_readers.value.format} & set(REGISTRY_FORMATS):
+            return None
+        return replace(in_readers, settle_in_spark=True)
+
+    def settled(self, marked: DataFrame) -> DataFrame:
+        """``marked`` (the readers' marked records) with those left to Spark decoded here."""
+        return settle_left_to_spark(marked, **self.options)
 
 
 def good_records(marked: DataFrame) -> DataFrame:

@@ -228,9 +228,10 @@ def ingest(
 
     def marked(**counters: Any) -> DataFrame:  # the decoded slice, marked
         assert decoding is not None
-        if in_readers is not None:
-            return read(decoding=in_readers, **counters)
-        return decoding(read(**counters))
+        if in_readers is None:
+            return decoding(read(**counters))
+        records = read(decoding=in_readers, **counters)
+        return decoding.settled(records) if in_readers.settle_in_spark else records
 
     decoded: DecodedSlice | None = None
     try:
@@ -244,9 +245,8 @@ def ingest(
         with report_progress(spark, offset_ranges, owner=owner,
                              every=progress_every) as progress_to:
             takes = intake.takes
-            if in_readers is not None and in_readers.leaves_to_spark and \
-                    not isinstance(takes, LandedParquet):
-                in_readers = None  # rows to Spark: JSON by from_json in the same pass
+            if decoding and not isinstance(takes, LandedParquet):  # rows to Spark
+                in_readers = decoding.for_rows(in_readers)
             landing = None
             if isinstance(takes, LandedParquet):  # the readers write the files themselves
                 folder = takes.folder if in_readers is None else replace(

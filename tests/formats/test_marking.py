@@ -24,7 +24,7 @@ from airflow_provider_kafka_spark.errors import CorruptRecordError
 from airflow_provider_kafka_spark.offsets import Subscription, resolve_offsets
 from airflow_provider_kafka_spark.shaping import Derived, Shape
 from airflow_provider_kafka_spark.sinks import FileSink
-from airflow_provider_kafka_spark.spark import ingest, read_kafka, write_kafka
+from airflow_provider_kafka_spark.spark import decode_kafka, ingest, read_kafka, write_kafka
 from airflow_provider_kafka_spark.spark.decoded import SliceDecoding
 from airflow_provider_kafka_spark.spark.formats import Subject
 from tools.kafka_records import produce
@@ -293,3 +293,31 @@ def test_a_json_landing_lands_what_sparks_writer_lands_also_when_spark_must_deco
     assert again.records == 41 and again.decode is not None and again.decode.decoded == 40
     assert _landed(spark, tmp_path / "again") == _landed(spark, tmp_path / "again_theirs")
     assert ("0.1" in {r.user for r in spark.read.parquet(str(tmp_path / "again")).collect()})
+
+
+def test_json_rows_for_a_transform_are_decoded_by_the_readers_and_the_rest_by_spark(
+        spark: Any, kafka_config: dict[str, Any], json_events: tuple[str, int],
+        tmp_path: Path) -> None:
+    topic, _ = json_events
+    produce(kafka_config, topic, [(0, None, b'{"id": 99, "user": 0.1, "ts": 5}', 0),
+                                  (1, b"\xff", b'{"id": 98, "user": 1e300, "ts": 6}', 0)])
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    options = {"key_format": "string", "value_format": "json", "value_schema": JSON_SCHEMA}
+    spark_path = decode_kafka(read_kafka(spark, ranges, kafka_config), **options,
+                              on_corrupt="dead_letter")
+
+    result = ingest(spark, ranges, kafka_config, FileSink(str(tmp_path / "out")),
+                    decode=Decoding(**options, on_corrupt="dead_letter"),
+                    transform=lambda df: df.select("partition", "offset", "key", "value.*"))
+
+    expected = spark_path.where("decode_error IS NULL").select("partition", "offset", "key",
+                                                                "value.*")
+    assert _landed(spark, tmp_path / "out") == Counter(
+        json.dumps(_plain(r), sort_keys=True, default=repr) for r in expected.collect())
+    assert result.decode is not None and result.decode.to_dict() == {
+        "decoded": 40, "skipped": 0, "dead_lettered": 2}
+    assert {r.user for r in spark.read.parquet(str(tmp_path / "out")).collect()} >= {"0.1", "42"}
+    dead = spark.read.parquet(str(tmp_path / "out" / "_dead_letter")).collect()
+    assert sorted((r.partition, r.error) for r in dead) == [
+        (1, "key is not valid string"),
+        (1, "value is not JSON matching the schema " + JSON_SCHEMA)]

@@ -153,6 +153,36 @@ def decode_kafka(
     return df.where(guard).select(key, value, *others)
 
 
+def settle_left_to_spark(marked: DataFrame, *, key_format: Format, value_format: Format,
+                         key_schema: Schema | None = None, value_schema: Schema | None = None,
+                         **_: Any) -> DataFrame:
+    """``marked`` (the readers' marked records: ``decode_kafka``'s ``dead_letter`` output)
+    with the records they left to Spark (``decode_error`` is
+    :data:`~airflow_provider_kafka_spark.spark.read.marking.LEFT_TO_SPARK`, both fields'
+    bytes in ``raw_key``/``raw_value``) decoded here as :func:`decode_kafka` decodes them,
+    in the same pass. Formats ``bytes``, ``string`` and ``json`` only (``decode_kafka``'s
+    other options are accepted and unused)."""
+    from airflow_provider_kafka_spark.spark.read.marking import LEFT_TO_SPARK
+
+    left = F.col("decode_error") == F.lit(LEFT_TO_SPARK)
+    others = [c for c in marked.columns if c not in ("key", "value", *DEAD_LETTER_COLUMNS)]
+    raw = marked.select(
+        F.col("key").alias("_native_key"), F.col("value").alias("_native_value"),
+        F.col("raw_key").alias("key"), F.col("raw_value").alias("value"),
+        *[F.col(_quoted(c)) for c in others], F.col("decode_error"))
+    key, key_bad, key_reason = _decoder("key", key_format, key_schema)
+    value, value_bad, value_reason = _decoder("value", value_format, value_schema)
+    bad = key_bad | value_bad
+    return raw.select(
+        F.when(left, F.when(~bad, key)).otherwise(F.col("_native_key")).alias("key"),
+        F.when(left, F.when(~bad, value)).otherwise(F.col("_native_value")).alias("value"),
+        *[F.col(_quoted(c)) for c in others],
+        F.when(~left | bad, F.col("key")).alias("raw_key"),
+        F.when(~left | bad, F.col("value")).alias("raw_value"),
+        F.when(left, F.when(key_bad, key_reason).when(value_bad, value_reason))
+        .otherwise(F.col("decode_error")).alias("decode_error"))
+
+
 def _check_unused(df: DataFrame, added: Sequence[str], why: str) -> None:
     """A DecodeError when ``df`` has a column named like one of ``added``."""
     for name in added:

@@ -45,6 +45,8 @@ from airflow_provider_kafka_spark.spark.schema import utc_arrow_schema
 MARK_COLUMNS = ("raw_key", "raw_value", "decode_error")
 """The columns a marked batch has after the Kafka columns (``decode_kafka``'s
 ``DEAD_LETTER_COLUMNS``)."""
+LEFT_TO_SPARK = "\x00left to Spark's from_json"
+"""``decode_error`` of a record the readers left to Spark (``settle_in_spark``)."""
 DEAD_LETTER_SOURCES = ("topic", "partition", "offset", "timestamp", "headers")
 """The Kafka columns a dead letter keeps, after its ``key`` and ``value`` as read."""
 
@@ -77,30 +79,26 @@ class FieldDecoder:
     json_text: str | None = None
     codec: FieldCodec | None = None
 
-    def decode(self, batch: pa.RecordBatch, headers: bool) -> tuple[pa.Array, pa.Array | None]:
-        """The field of ``batch`` decoded, and per record the reason it is corrupt (None:
-        no record can be).
-
-        Raises:
-            LeftToSpark: a JSON record only Spark's path decodes exactly.
-        """
+    def decode(self, batch: pa.RecordBatch,
+               headers: bool) -> tuple[pa.Array, pa.Array | None, list[int]]:
+        """The field of ``batch`` decoded; per record the reason it is corrupt (None: no
+        record can be); the rows only Spark's path decodes exactly (JSON's fallback), null in
+        the values."""
         raw = batch.column(self.field)
         if self.format == "bytes":
-            return raw, None
+            return raw, None, []
         if self.format == "string":
-            return _utf8(raw, self.field)
+            return (*_utf8(raw, self.field), [])
         if self.format == "json":
             from airflow_provider_kafka_spark.spark.formats.json_arrow import native_json
 
             decoder = native_json(self.field, self._struct, self.json_text)
             assert decoder is not None  # in_readers built this only for a native schema
             decoded = decoder.decode(raw)
-            if decoded.fallback:
-                raise LeftToSpark(self.field, len(decoded.fallback))
-            return decoded.values, pa.array(decoded.errors, pa.string())
+            return decoded.values, pa.array(decoded.errors, pa.string()), decoded.fallback
         assert self.codec is not None
         values, errors = decode_column(batch, self.codec, headers)
-        return values, errors
+        return values, errors, []
 
     @cached_property
     def _struct(self) -> StructType:
@@ -153,15 +151,20 @@ def _utf8(raw: pa.Array, field: str) -> tuple[pa.Array, pa.Array | None]:
 class ReaderDecoding:
     """What the readers decode (``key`` and ``value``) and the Spark schema of what they give:
     ``marked_schema``, ``decode_kafka(..., on_corrupt="dead_letter")``'s output schema of the
-    read (as ``StructType.json()``)."""
+    read (as ``StructType.json()``). A record only Spark decodes exactly raises
+    :class:`LeftToSpark`; with ``settle_in_spark`` it is marked instead (:data:`LEFT_TO_SPARK`
+    in ``decode_error``, both fields' bytes kept) for
+    :func:`~airflow_provider_kafka_spark.spark.decoded.settled` to decode in Spark."""
 
     key: FieldDecoder
     value: FieldDecoder
     marked_schema: str
+    settle_in_spark: bool = False
 
     @property
     def leaves_to_spark(self) -> bool:
-        """Whether a batch may raise :class:`LeftToSpark` (a field decoded as JSON)."""
+        """Whether a batch may hold records only Spark decodes exactly (a field decoded as
+        JSON)."""
         return "json" in (self.key.format, self.value.format)
 
     @cached_property
@@ -178,12 +181,19 @@ class ReaderDecoding:
         and ``value``, its bytes in ``raw_key``/``raw_value`` and the reason in
         ``decode_error`` (the key's when both are corrupt); a good one the reverse."""
         headers = "headers" in batch.schema.names
-        key, key_errors = self.key.decode(batch, headers)
-        value, value_errors = self.value.decode(batch, headers)
+        key, key_errors, key_left = self.key.decode(batch, headers)
+        value, value_errors, value_left = self.value.decode(batch, headers)
         n = batch.num_rows
         errors = [e for e in (key_errors, value_errors) if e is not None]
         reason = (pa.nulls(n, pa.string()) if not errors else errors[0] if len(errors) == 1
                   else pc.coalesce(*errors))
+        left = sorted({*key_left, *value_left})
+        if left:
+            if not self.settle_in_spark:
+                raise LeftToSpark("key" if key_left else "value", len(left))
+            marks = np.zeros(n, dtype=bool)
+            marks[left] = True
+            reason = pc.if_else(pa.array(marks), pa.scalar(LEFT_TO_SPARK, pa.string()), reason)
         bad = reason.is_valid().to_numpy(zero_copy_only=False)
         if bad.any():
             rows = np.arange(n, dtype=np.int64)
@@ -207,14 +217,15 @@ class ReaderDecoding:
     def to_json(self) -> str:
         """The read option's text (:meth:`from_json` reads it back)."""
         return json.dumps({"key": self.key.to_json(), "value": self.value.to_json(),
-                           "marked_schema": self.marked_schema})
+                           "marked_schema": self.marked_schema,
+                           "settle_in_spark": self.settle_in_spark})
 
     @classmethod
     def from_json(cls, text: str) -> ReaderDecoding:
         """The decoding :meth:`to_json` wrote."""
         data = json.loads(text)
         return cls(FieldDecoder.from_json(data["key"]), FieldDecoder.from_json(data["value"]),
-                   data["marked_schema"])
+                   data["marked_schema"], bool(data.get("settle_in_spark")))
 
 
 def dead_letters(marked: pa.RecordBatch) -> pa.RecordBatch:
