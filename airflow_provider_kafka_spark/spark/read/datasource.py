@@ -40,6 +40,14 @@ Options (all strings, as Spark passes them):
     The id of a driver-side Spark accumulator with :class:`SplitLosses` (optional): with
     ``onDataLoss=skip`` each split adds the offsets it skipped, so the driver can count them
     (``read_kafka(..., lost=LostOffsets())`` sets it).
+``decodeSecret``
+    How the readers decode the records (``ReaderDecoding.to_json()``,
+    :mod:`~airflow_provider_kafka_spark.spark.read.marking`): the read returns the marked
+    records (``decode_kafka(..., on_corrupt="dead_letter")``'s columns), or with
+    ``landFolder`` the landing writes the good ones and reports the corrupt ones.
+``landOnCorrupt``
+    With ``landFolder`` and ``decodeSecret``: ``fail`` (default), ``skip`` or
+    ``dead_letter`` (the corrupt records as read into ``_dead_letter/`` files).
 ``splitEnds``
     ``true``: add the column ``_kafka_spark_split_end`` (null in every record) and, after each
     split's last record, one end row that holds the split and the number of records handed on
