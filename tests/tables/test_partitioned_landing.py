@@ -25,7 +25,7 @@ from airflow_provider_kafka_spark.shaping import Derived, Shape
 from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN
 from airflow_provider_kafka_spark.spark import ingest
 from airflow_provider_kafka_spark.spark.shape import shape_frame
-from tests.tables.cases import AS_READ_COLUMNS, create
+from tests.tables.cases import AS_READ_COLUMNS, create, delta_storage_options
 from tools.kafka_records import produce
 
 pytestmark = [pytest.mark.tables, pytest.mark.spark, pytest.mark.integration]
@@ -34,17 +34,17 @@ HOUR_MS = 3_600_000
 HOUR_US = HOUR_MS * 1000
 RECORDS = 60
 SHAPES = {
-    "iceberg-hadoop": Shape(["partition", "offset", "timestamp AS ts", "value.*"]),
-    "delta-path": Shape(["partition", "offset", "value.*"],
+    "iceberg": Shape(["partition", "offset", "timestamp AS ts", "value.*"]),
+    "delta": Shape(["partition", "offset", "value.*"],
                         {"hour": Derived("timestamp", "hour")}),
 }
 COLUMNS = {
-    "iceberg-hadoop": ("`partition` INT, `offset` BIGINT, ts TIMESTAMP, id BIGINT, "
+    "iceberg": ("`partition` INT, `offset` BIGINT, ts TIMESTAMP, id BIGINT, "
                        "user STRING, amount DOUBLE"),
-    "delta-path": ("`partition` INT, `offset` BIGINT, id BIGINT, user STRING, amount DOUBLE, "
+    "delta": ("`partition` INT, `offset` BIGINT, id BIGINT, user STRING, amount DOUBLE, "
                    "hour STRING"),
 }
-PARTITIONED_BY = {"iceberg-hadoop": "hours(ts)", "delta-path": "hour"}
+PARTITIONED_BY = {"iceberg": "hours(ts)", "delta": "hour"}
 
 
 @pytest.fixture(scope="module")
@@ -82,15 +82,16 @@ def _rows(spark: Any, df: Any) -> Counter[tuple[Any, ...]]:
     return Counter(tuple(r) for r in df.drop(WRITE_COLUMN).collect())
 
 
-@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path", "iceberg-s3", "delta-s3"])
 def test_a_decoded_slice_lands_in_a_partitioned_table_as_sparks_writer_lands_it(
         table_spark: Any, kafka_config: dict[str, Any], schema_registry: dict[str, Any],
-        events: Any, warehouses: Any, kind: str) -> None:
+        events: Any, warehouses: Any, s3_endpoint: Any, kind: str) -> None:
     topic, start = events
-    shape = SHAPES[kind]
+    fmt = kind.split("-")[0]
+    shape = SHAPES[fmt]
     ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
-    ours = create(table_spark, kind, warehouses.of(kind), COLUMNS[kind], PARTITIONED_BY[kind])
-    theirs = create(table_spark, kind, warehouses.of(kind), COLUMNS[kind], PARTITIONED_BY[kind])
+    ours = create(table_spark, kind, warehouses.of(kind), COLUMNS[fmt], PARTITIONED_BY[fmt])
+    theirs = create(table_spark, kind, warehouses.of(kind), COLUMNS[fmt], PARTITIONED_BY[fmt])
 
     result = ingest(table_spark, ranges, kafka_config, ours.sink("run-1"),
                     decode=_decode(schema_registry), shape=shape)
@@ -128,12 +129,14 @@ def test_a_decoded_slice_lands_in_a_partitioned_table_as_sparks_writer_lands_it(
         import pyarrow as pa
         from deltalake import DeltaTable
 
-        actions = pa.table(DeltaTable(ours.location).get_add_actions(flatten=True)).to_pylist()
+        options = delta_storage_options(s3_endpoint) if kind == "delta-s3" else None
+        actions = pa.table(DeltaTable(ours.location, storage_options=options)
+                           .get_add_actions(flatten=True)).to_pylist()
         assert {a["partition.hour"] for a in actions} == {
             f"2026-12-04-{8 + h:02d}" for h in range(4)}
         assert all(json.loads(a["stats"])["numRecords"] > 0 if "stats" in a else True
                    for a in actions)
-        assert table_spark.sql(f"DESCRIBE DETAIL delta.`{ours.location}`").first()[
+        assert table_spark.sql(f"DESCRIBE DETAIL delta.`{ours.name}`").first()[
             "partitionColumns"] == ["hour"]
     commits = ours.commit_count(table_spark)
 
@@ -157,15 +160,15 @@ def test_a_corrupt_record_fails_a_landed_run_with_nothing_committed_and_dead_let
         events: Any, warehouses: Any) -> None:
     topic, _ = events
     ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
-    table = create(table_spark, "delta-path", warehouses.lake, COLUMNS["delta-path"], "hour")
+    table = create(table_spark, "delta-path", warehouses.lake, COLUMNS["delta"], "hour")
     with pytest.raises(ConfigurationError, match="dead.letter"):
         ingest(table_spark, ranges, kafka_config, table.sink("run-1"),
-               decode=_decode(schema_registry, "dead_letter"), shape=SHAPES["delta-path"])
+               decode=_decode(schema_registry, "dead_letter"), shape=SHAPES["delta"])
 
     with pytest.raises(CorruptRecordError, match=rf"the first is {topic}/2 at offset 5: value "
                                                  "is not avro"):
         ingest(table_spark, ranges, kafka_config, table.sink("run-1"),
-               decode=_decode(schema_registry, "fail"), shape=SHAPES["delta-path"])
+               decode=_decode(schema_registry, "fail"), shape=SHAPES["delta"])
     assert table.df(table_spark).count() == 0
     assert table.records(table_spark) == []  # no commit of a run (prepare added its column)
     assert not list(Path(table.location).glob("kafka-spark-*"))  # the landed files went
