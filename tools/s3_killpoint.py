@@ -69,16 +69,25 @@ collector threads."""
 class Job:
     """One ingest for a child: ``ranges`` (an ``OffsetRanges``' JSON) of the topics at
     ``bootstrap`` into the S3 folder ``path`` (``s3a://bucket/prefix``), held at ``hold``
-    (one of :data:`MOMENTS`, or ``none``)."""
+    (one of :data:`MOMENTS`, or ``none``); ``decoded``: the values decoded as text by the
+    readers and landed partitioned by the record's hour (:data:`DECODED_SHAPE`)."""
 
     path: str
     bootstrap: str
     ranges: str
     hold: str = "none"
+    decoded: bool = False
 
     def __post_init__(self) -> None:
         if self.hold not in (*MOMENTS, "none"):
             raise ValueError(f"hold={self.hold!r}: pass one of {MOMENTS} or 'none'")
+
+
+def decoded_shape() -> Any:
+    """The shape of a ``decoded`` job: partition, offset, the value as text, the hour."""
+    from airflow_provider_kafka_spark.shaping import Derived, Shape
+
+    return Shape(["partition", "offset", "value"], {"hour": Derived("timestamp", "hour")})
 
 
 class S3Child:
@@ -248,9 +257,16 @@ def _child(argv: list[str]) -> None:
     if not line.strip():  # the parent went away (or closed the pipe) without a job
         return
     job = Job(**json.loads(line))
-    sink = _held_sink(job.hold)(job.path)
-    result = ingest(spark, OffsetRanges.from_json(job.ranges),
-                    {"bootstrap.servers": job.bootstrap}, sink)
+    if job.decoded:
+        from airflow_provider_kafka_spark.decoding import Decoding
+
+        result = ingest(spark, OffsetRanges.from_json(job.ranges),
+                        {"bootstrap.servers": job.bootstrap},
+                        _held_sink(job.hold)(job.path, partition_by=["hour"]),
+                        decode=Decoding(value_format="string"), shape=decoded_shape())
+    else:
+        result = ingest(spark, OffsetRanges.from_json(job.ranges),
+                        {"bootstrap.servers": job.bootstrap}, _held_sink(job.hold)(job.path))
     print("DONE " + json.dumps({"records": result.records}), flush=True)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from airflow_provider_kafka_spark.decoding import Decoding
 from airflow_provider_kafka_spark.errors import KafkaSparkError, SinkError
 from airflow_provider_kafka_spark.offsets import OffsetRanges, PartitionRange
 from airflow_provider_kafka_spark.s3 import S3Settings
@@ -45,7 +46,7 @@ from airflow_provider_kafka_spark.spark.read.splits import (
     plan_splits,
 )
 from tools.kafka_records import produce
-from tools.s3_killpoint import MOMENTS, Job, S3Child
+from tools.s3_killpoint import MOMENTS, Job, S3Child, decoded_shape
 from tools.s3_server import create_user, local_s3, start, stop
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark, pytest.mark.timeout(900)]
@@ -166,6 +167,49 @@ def test_a_driver_killed_at_the_publish_leaves_one_whole_run_and_the_rerun_clean
     assert published == [f"{path}/{n}" for n in names(name, B)]
     assert read(spark, published) == of(records, B)
     assert listing(s3_endpoint, s3_bucket, "hour") == sorted([MANIFEST_NAME, *names(name, B)])
+    assert uploads(s3_endpoint, s3_bucket) == []
+
+
+@pytest.mark.parametrize("moment", ["uploaded", "published"])
+def test_a_driver_killed_at_the_publish_of_a_decoded_partitioned_landing_leaves_one_whole_run(
+        moment: str, spark: Any, kafka_config: dict[str, Any], s3_endpoint: Any,
+        s3_bucket: str, topic: tuple[str, list[Record]], tmp_path: Path) -> None:
+    """As above, with the values decoded as text by the readers and landed in a folder per
+    hour: the published run is the first or the killed one, whole, and a re-run of the
+    killed one publishes it and leaves nothing else."""
+    name, records = topic
+    child = S3Child(s3_endpoint, tmp_path / "child")
+    path, settings = f"s3a://{s3_bucket}/decoded", settings_of(s3_endpoint)
+
+    def land(bounds: tuple[int, int]) -> Any:
+        return ingest(spark, ranges(name, bounds), kafka_config,
+                      FileSink(path, partition_by=["hour"]),
+                      decode=Decoding(value_format="string"), shape=decoded_shape())
+
+    def published() -> Counter[Record]:
+        files = published_files(path, settings)
+        assert files and all("/hour=" in f for f in files)
+        return Counter((r["partition"], r["offset"], r["value"].encode()) for r in
+                       spark.read.parquet(*files).select("partition", "offset", "value")
+                       .collect())
+
+    try:
+        land(A)
+        assert published() == of(records, A)
+        child.expect("READY", 300)
+        child.send(Job(path, kafka_config["bootstrap.servers"], ranges(name, B).to_json(),
+                       hold=moment, decoded=True))
+        child.expect(SEEN[moment], 300)
+        assert child.kill() == -9
+    finally:
+        child.close()
+
+    assert published() == of(records, B if moment == "published" else A)
+    again = land(B)
+    assert again.records == 90 and again.decode is not None and again.decode.decoded == 90
+    assert published() == of(records, B)
+    manifest_names = [f[len(path) + 1:] for f in published_files(path, settings)]
+    assert listing(s3_endpoint, s3_bucket, "decoded") == sorted([MANIFEST_NAME, *manifest_names])
     assert uploads(s3_endpoint, s3_bucket) == []
 
 
