@@ -21,11 +21,8 @@ Standard library only (it runs with the system python3 and under every venv).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 import urllib.error
@@ -39,6 +36,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script: tools.* from the project's root
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from tools.go_install import go_installed  # noqa: E402
 from tools.processes import alive, free_port, launch, stop_service  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -59,36 +57,8 @@ def server_binary() -> Path:
     """``toxiproxy-server`` of :data:`VERSION`, built with ``go install`` into :data:`BIN_DIR`
     the first time (then a check of a stamp file). Safe from several processes at once: one
     builds, the others wait for it."""
-    binary, stamp = BIN_DIR / BINARY, BIN_DIR / ".version"
-
-    def built() -> bool:
-        return binary.exists() and stamp.exists() and stamp.read_text().strip() == VERSION
-
-    if built():
-        return binary
-    BIN_DIR.mkdir(parents=True, exist_ok=True)
-    with open(BIN_DIR.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if built():
-            return binary
-        go = shutil.which("go")
-        if go is None:
-            raise FaultProxyError(f"Go is needed once to build Toxiproxy {VERSION} (go install "
-                                  f"{MODULE}@{VERSION}): install Go 1.22 or newer "
-                                  "(https://go.dev/dl) and put it on PATH.")
-        print(f"building toxiproxy {VERSION} with {go} into {BIN_DIR} (once)", file=sys.stderr,
-              flush=True)
-        stamp.unlink(missing_ok=True)
-        done = subprocess.run([go, "install", f"{MODULE}@{VERSION}"],
-                              env={**os.environ, "GOBIN": str(BIN_DIR)},
-                              capture_output=True, text=True, check=False)
-        installed = BIN_DIR / "server"  # go install names it after the package's folder
-        if done.returncode != 0 or not installed.exists():
-            raise FaultProxyError(f"go install {MODULE}@{VERSION} failed ({done.returncode}): "
-                                  f"{(done.stdout + done.stderr).strip()[-2000:]}")
-        installed.replace(binary)
-        stamp.write_text(VERSION + "\n")
-    return binary
+    return go_installed(MODULE, VERSION, BIN_DIR, BINARY, go_needed="1.22",
+                        error=FaultProxyError)
 
 
 def _call(url: str, method: str = "GET", body: Any = None) -> Any:

@@ -28,11 +28,9 @@ imported by the :class:`S3Endpoint` methods that need them. Tests use :func:`loc
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -44,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tools.go_install import go_installed  # noqa: E402
 from tools.processes import alive, free_port, launch, read_pid, stop_service
 
 if TYPE_CHECKING:
@@ -114,34 +113,8 @@ def versitygw_binary() -> Path:
     """The versitygw binary of :data:`VERSION`, built with ``go install`` into
     :data:`BIN_DIR` the first time (2-3 CPU minutes; then a check of a stamp file). Safe to
     call from several processes at once: one builds, the others wait for it."""
-    binary, stamp = BIN_DIR / NAME, BIN_DIR / ".version"
-
-    def built() -> bool:
-        return binary.exists() and stamp.exists() and stamp.read_text().strip() == VERSION
-
-    if built():
-        return binary
-    BIN_DIR.mkdir(parents=True, exist_ok=True)
-    with open(BIN_DIR.parent / ".build.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if built():
-            return binary
-        go = shutil.which("go")
-        if go is None:
-            raise S3ServerError(f"Go is needed once to build the S3 server versitygw {VERSION} "
-                                f"(go install {MODULE}@{VERSION}): install Go 1.25 or newer "
-                                "(https://go.dev/dl) and put it on PATH.")
-        print(f"building versitygw {VERSION} with {go} into {BIN_DIR} (once)", file=sys.stderr,
-              flush=True)
-        stamp.unlink(missing_ok=True)
-        done = subprocess.run([go, "install", f"{MODULE}@{VERSION}"],
-                              env={**os.environ, "GOBIN": str(BIN_DIR)},
-                              capture_output=True, text=True, check=False)
-        if done.returncode != 0 or not binary.exists():
-            raise S3ServerError(f"go install {MODULE}@{VERSION} failed ({done.returncode}): "
-                                f"{(done.stdout + done.stderr).strip()[-2000:]}")
-        stamp.write_text(VERSION + "\n")
-    return binary
+    return go_installed(MODULE, VERSION, BIN_DIR, NAME, go_needed="1.25",
+                        error=S3ServerError)
 
 
 def _has_user_xattrs(folder: Path) -> bool:
