@@ -238,6 +238,10 @@ class Job:
     sql: str | None = SQL
     """None: the records as read (into a table of Spark's Kafka schema the readers land
     files)."""
+    decode: str | None = None
+    """``ingest``'s ``decode``: the JSON of ``Decoding``'s arguments (None: no decoding)."""
+    shape: str | None = None
+    """``ingest``'s ``shape``: the JSON of ``Shape.to_json()`` (None: no shape)."""
 
     def __post_init__(self) -> None:
         if self.hold not in MOMENTS:
@@ -604,11 +608,14 @@ def _child(argv: list[str]) -> None:
     parser.add_argument("--warehouse", required=True, type=Path,
                         help="the warehouse folder of the Iceberg Hadoop catalog 'lake'")
     parser.add_argument("--job", help="the Job as JSON (table_format, table, bootstrap, "
-                                      "ranges, run, hold[, application, generation, sql]); "
+                                      "ranges, run, hold[, application, generation, sql, "
+                                      "decode, shape]); "
                                       "default: one JSON line read from stdin after READY")
     args = parser.parse_args(argv)
 
+    from airflow_provider_kafka_spark.decoding import Decoding
     from airflow_provider_kafka_spark.offsets import OffsetRanges
+    from airflow_provider_kafka_spark.shaping import Shape
     from airflow_provider_kafka_spark.spark import ingest, spark_session
     from tools.s3_jars import fetch_s3_jars
     from tools.tables_jars import fetch_table_jars
@@ -632,7 +639,9 @@ def _child(argv: list[str]) -> None:
     sink = held_sink(job.table_format, job.hold)(job.table, application=job.application,
                                                  run=job.run, generation=job.generation)
     result = ingest(spark, OffsetRanges.from_json(job.ranges),
-                    {"bootstrap.servers": job.bootstrap}, sink, sql=job.sql)
+                    {"bootstrap.servers": job.bootstrap}, sink, sql=job.sql,
+                    decode=None if job.decode is None else Decoding(**json.loads(job.decode)),
+                    shape=None if job.shape is None else Shape.from_json(json.loads(job.shape)))
     print("DONE " + json.dumps(dict(result.output), default=str), flush=True)
 
 

@@ -36,6 +36,7 @@ folder outside the table (the format's orphan-file clean-up removes them).
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -46,8 +47,11 @@ from urllib.parse import unquote
 
 import pytest
 
+from airflow_provider_kafka_spark.decoding import Decoding
+from airflow_provider_kafka_spark.shaping import Derived, Shape
 from airflow_provider_kafka_spark.sinks.tables import WRITE_COLUMN
 from airflow_provider_kafka_spark.sinks.tables.commits import write_id
+from airflow_provider_kafka_spark.spark import ingest
 from tests.tables.cases import (
     AS_READ_COLUMNS,
     SQL,
@@ -292,3 +296,54 @@ def test_a_driver_killed_while_its_readers_land_the_tables_files_leaves_each_rec
         orphans = stored - in_table
         assert landed <= orphans and all(f.rpartition("/")[0] == kill.landing for f in orphans)
         assert folders == {kill.landing, folder}
+
+
+DECODED = json.dumps({"key_format": "string", "value_format": "string"})
+KP_SHAPE = Shape(["partition", "offset", "key", "value"], {"kp": Derived("partition", "identity")})
+KP_COLUMNS = "`partition` INT, `offset` BIGINT, key STRING, value STRING, kp INT"
+
+
+@pytest.mark.parametrize("moment", ["during", "after_commit"])
+def test_a_driver_killed_while_its_readers_land_a_decoded_partitioned_run_leaves_each_record_once(
+        table_spark: Any, kafka_config: dict[str, Any], topic: Any, lake: Any, warehouses: Any,
+        children: Standby, moment: str) -> None:
+    """The records decoded (strings) and shaped by the readers into a Delta table partitioned
+    by ``kp`` (a ``kp=<partition>/`` folder each): killed while its readers land the files or
+    right after the commit, the retry leaves every record once in its partition."""
+    name, data = topic
+    table = create(table_spark, "delta-path", warehouses.lake, KP_COLUMNS, "kp")
+    table.sink("setup").ensure_write_column(table_spark, table.df(table_spark).schema)
+    ranges = ranges_of(name, BOUNDS)
+    run = f"decoded-{moment}"
+    wid = write_id("app", run, 0, ranges)
+
+    kill = kill_table_ingest(children.take(), Job(
+        table.format, table.name, kafka_config["bootstrap.servers"], ranges.to_json(), run=run,
+        hold=moment, sql=None, decode=DECODED, shape=json.dumps(KP_SHAPE.to_json())))
+    print(f"\ndecoded partitioned {moment}: killed at {kill.kill_s}s; the child's CPU "
+          f"{kill.cpu_s}s")
+
+    assert kill.returncode == -signal.SIGKILL, kill
+    assert kill.write_id == wid
+    assert kill.landing is not None and LANDING_FOLDER.fullmatch(kill.landing), kill
+    landed = kill.new_data_files
+    assert landed and all(f.startswith(f"{kill.landing}/kp=") for f in landed), kill
+    if moment == "during":
+        assert kill.lines[-1].startswith(f"LANDING {wid} "), kill.lines
+        assert not kill.new_commit_files, kill
+    else:
+        assert kill.lines[-1] == f"COMMITTED {wid}", kill.lines
+        assert {f.split("/")[1] for f in landed} == {"kp=0", "kp=1", "kp=2"}, kill
+
+    out = dict(ingest(table_spark, ranges, kafka_config, table.sink(run),
+                      decode=Decoding(**json.loads(DECODED)), shape=KP_SHAPE).output)
+    assert out["write_id"] == wid
+    if moment == "after_commit":
+        assert out["skipped"] is True and out["committed"] is False, out
+    else:
+        assert out["committed"] is True and out["landed"] is True, out
+    assert table.rows(table_spark) == expected(data, ranges)
+    assert [r.write_id for r in table.records(table_spark)] == [wid]
+    assert all(r.kp == r.partition for r in table.df(table_spark).select("kp", "partition")
+               .collect())
+
