@@ -262,3 +262,69 @@ def test_the_readers_transforms_are_pyicebergs() -> None:
         for m in micros]
     assert ours(longs, pa.int64(), "truncate[10]") == theirs(
         longs, TruncateTransform(10).transform(LongType()))
+
+
+@pytest.mark.parametrize("kind", ["iceberg-hadoop", "delta-path"])
+def test_two_runs_landing_decoded_partitions_at_once_land_once_each(
+        table_spark: Any, kafka_config: dict[str, Any], schema_registry: dict[str, Any],
+        events: Any, warehouses: Any, kind: str) -> None:
+    """Four ingests of one driver at once into one partitioned table: two runs (each half of
+    every Kafka partition), each tried twice. Each run is committed once (the other try finds
+    it and writes nothing), and the table holds every decoded record once, in its hour."""
+    import threading
+    import time as clock
+
+    from airflow_provider_kafka_spark.offsets import OffsetRanges, PartitionRange
+
+    topic, start = events
+    fmt = kind.split("-")[0]
+    table = create(table_spark, kind, warehouses.of(kind), COLUMNS[fmt], PARTITIONED_BY[fmt])
+    per_partition = RECORDS // 3
+    half = per_partition // 2
+    runs = {"first": OffsetRanges(tuple(PartitionRange(topic, p, 0, half) for p in range(3))),
+            "second": OffsetRanges(tuple(PartitionRange(topic, p, half, per_partition)
+                                         for p in range(3)))}
+    tries = [(run, n) for run in runs for n in range(2)]
+    outputs: dict[tuple[str, int], Any] = {}
+    failures: list[BaseException] = []
+    barrier = threading.Barrier(len(tries))
+
+    def run_one(run: str, n: int) -> None:
+        try:
+            sink = table.sink(run)
+            barrier.wait(60)
+            outputs[(run, n)] = dict(ingest(table_spark, runs[run], kafka_config, sink,
+                                            decode=_decode(schema_registry),
+                                            shape=SHAPES[fmt]).output)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=run_one, args=t) for t in tries]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(600)
+    if failures:
+        raise failures[0]
+    for run in runs:
+        done = sorted((outputs[(run, n)]["committed"], outputs[(run, n)]["skipped"])
+                      for n in range(2))
+        assert done == [(False, True), (True, False)], (run, done)
+        assert any(outputs[(run, n)]["landed"] for n in range(2))
+    assert sorted(r.run for r in table.records(table_spark)) == ["first", "second"]
+
+    want: Counter[tuple[Any, ...]] = Counter()
+    for i in range(RECORDS):
+        if i == 17:  # the corrupt record, skipped
+            continue
+        ms = start + (i % 4) * HOUR_MS + i
+        if fmt == "iceberg":
+            want[(i % 3, i // 3, ms * 1000, i, f"u{i % 5}", i / 4)] += 1
+        else:
+            hour = clock.strftime("%Y-%m-%d-%H", clock.gmtime(ms // 1000))
+            want[(i % 3, i // 3, i, f"u{i % 5}", i / 4, hour)] += 1
+    got = table.df(table_spark).drop(WRITE_COLUMN)
+    if fmt == "iceberg":
+        got = got.selectExpr("`partition`", "`offset`", "unix_micros(ts) AS ts", "id", "user",
+                             "amount")
+    assert Counter(tuple(r) for r in got.collect()) == want
