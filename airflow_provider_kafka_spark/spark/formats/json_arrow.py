@@ -7,10 +7,12 @@ How a batch is decoded
     pyarrow's C++ JSON reader (rapidjson) reads the batch's values, with the schema given and
     unknown fields ignored. A range of values it refuses is split (at the row its error
     names, else in halves) until the values it refuses are alone; those, and the values it is
-    never given, are decoded one by one by a small parser here that follows Jackson's grammar
-    with Spark's options and Spark's ``JacksonParser`` conversions. Each value given to the
-    reader starts with ``{`` and ends with ``}`` (JSON whitespace around them aside). The
-    reader reads them where they lie in the array when they lie side by side and none holds a
+    never given, are decoded one by one: read by Python's json module (its C scanner) or, where
+    it refuses them or they near Jackson's limits, by a small parser here that follows
+    Jackson's grammar with Spark's options (both give the same tree where both read), then
+    converted as Spark's ``JacksonParser`` converts (about 10 us a record). Each value given
+    to the reader starts with ``{`` and ends with ``}`` (JSON whitespace around them aside).
+    The reader reads them where they lie in the array when they lie side by side and none holds a
     ``}`` followed by ``{`` or ``n`` (a second object, or ``null``): a value that runs on into
     the next (ends inside a string) then gives fewer rows than values. Otherwise it reads them
     joined by newlines, which no string can hold, so no value runs on. Either way a successful
