@@ -328,3 +328,37 @@ def test_two_runs_landing_decoded_partitions_at_once_land_once_each(
         got = got.selectExpr("`partition`", "`offset`", "unix_micros(ts) AS ts", "id", "user",
                              "amount")
     assert Counter(tuple(r) for r in got.collect()) == want
+
+
+def test_a_partition_spec_changed_while_the_readers_land_commits_nothing_and_the_retry_lands(
+        table_spark: Any, kafka_config: dict[str, Any], schema_registry: dict[str, Any],
+        events: Any, warehouses: Any) -> None:
+    """The readers split the files by the spec the sink read before the read; a spec changed
+    before the commit (another writer's ALTER, made here once the files landed) fails the
+    commit with nothing committed, and the retry lands by the new spec."""
+    from airflow_provider_kafka_spark.errors import TableError
+    from airflow_provider_kafka_spark.sinks.tables import IcebergSink
+
+    topic, _ = events
+    ranges = resolve_offsets(kafka_config, Subscription.topics([topic]), "earliest", "latest")
+    table = create(table_spark, "iceberg-hadoop", warehouses.lake, COLUMNS["iceberg"],
+                   PARTITIONED_BY["iceberg"])
+
+    class AlteredAfterTheLanding(IcebergSink):
+        def _adopt(self, files: Any) -> Any:
+            table_spark.sql(f"ALTER TABLE {table.name} ADD PARTITION FIELD `partition`")
+            return super()._adopt(files)
+
+    with pytest.raises(TableError, match="partition spec of .* changed since the read"):
+        ingest(table_spark, ranges, kafka_config,
+               AlteredAfterTheLanding(table.name, application="app", run="run-1"),
+               decode=_decode(schema_registry), shape=SHAPES["iceberg"])
+    table_spark.sql(f"REFRESH TABLE {table.name}")
+    assert table.records(table_spark) == [] and table.df(table_spark).count() == 0
+
+    retried = ingest(table_spark, ranges, kafka_config, table.sink("run-1"),
+                     decode=_decode(schema_registry), shape=SHAPES["iceberg"]).output
+    assert retried["committed"] and retried["landed"]
+    assert retried["records_written"] == RECORDS - 1
+    assert {r[0] for r in table_spark.sql(
+        f"SELECT partition.`partition` FROM {table.name}.partitions").collect()} == {0, 1, 2}

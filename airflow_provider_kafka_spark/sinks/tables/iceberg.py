@@ -102,6 +102,8 @@ class IcebergSink(TableSink):
     format_name = "iceberg"
     _java: Any = None
     """The table as Iceberg's Java API had it at the last :meth:`refresh` (None on Connect)."""
+    _landing_spec: int | None = None
+    """The id of the partition spec the readers' files are split by (set by the landing)."""
 
     def check_runtime(self, spark: SparkSession) -> None:
         """The catalog is configured as an Iceberg catalog, and the session's Spark has an
@@ -371,6 +373,7 @@ class IcebergSink(TableSink):
         split_by = _split_by(table, spec, output)
         if isinstance(split_by, str):
             return split_by
+        self._landing_spec = int(spec.specId())  # the spec the readers split the files by
         if not order.isUnsorted():
             return "the table has a sort order, which the readers' files do not follow"
         file_format = (properties.get("write.format.default") or "parquet").lower()
@@ -465,6 +468,11 @@ class IcebergSink(TableSink):
                    else iceberg.mapping.MappingUtil.create(table.schema()))
         metrics_config = iceberg.MetricsConfig.forTable(table)
         spec = table.spec()
+        if self._landing_spec is not None and int(spec.specId()) != self._landing_spec:
+            raise TableError(
+                f"IcebergSink: the partition spec of {self.table} changed since the read (spec "
+                f"{self._landing_spec} -> {spec.specId()}): the landed files are split by the "
+                "old one. Nothing was committed; retry the task (it lands by the new spec).")
         expressions = iceberg.expressions.Expressions
         overwrite = table.newOverwrite()
         for landed in files:
