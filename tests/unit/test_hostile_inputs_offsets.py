@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from airflow_provider_kafka_spark.errors import UnknownTopicError
 from airflow_provider_kafka_spark.offsets import (
     ConfigurationError,
     KafkaSparkError,
     OffsetRanges,
-    OffsetResolutionError,
     OffsetSpecError,
     PartitionRange,
     SpecificOffsets,
@@ -373,11 +373,11 @@ REMEDY_CASES: list[tuple[Callable[[], object], type[KafkaSparkError], tuple[str,
     (lambda: Subscription.pattern("(orders"),
      OffsetSpecError, ("is not a valid regex", "Fix it")),
     (lambda: Subscription.topics("nope").select(CLUSTER),
-     OffsetResolutionError, ("unknown topic(s) ['nope']", "Create them or fix the names")),
+     UnknownTopicError, ("unknown topic(s) ['nope']", "Create them or fix the names")),
     (lambda: Subscription.pattern("x.*").select(CLUSTER),
-     OffsetResolutionError, ("matches no topic", "Fix the pattern")),
+     UnknownTopicError, ("matches no topic", "Fix the pattern")),
     (lambda: Subscription.partitions([("orders", 2), ("nope", 0)]).select(CLUSTER),
-     OffsetResolutionError, ("unknown partition(s)", "orders: partitions 0..1",
+     UnknownTopicError, ("unknown partition(s)", "orders: partitions 0..1",
                              "nope: no such topic", "Fix the partition numbers")),
     (lambda: OffsetRanges((), resolved_at=datetime(9999, 12, 31, 23,
                                                    tzinfo=timezone(timedelta(hours=-5)))),
