@@ -473,7 +473,6 @@ class Landing:
             r["records"], r["first_offset"], r["last_offset"], r["min_us"], r["max_us"],
             r["bytes"])) for r in self.reports)
 
-
     def records(self) -> int:
         """The records read."""
         return sum(r["records"] for r in self.reports)
