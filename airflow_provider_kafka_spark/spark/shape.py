@@ -68,7 +68,12 @@ def derive(values: pa.Array, derived: Derived, name: str) -> pa.Array:
         values = values.cast(pa.timestamp(kind.unit, tz="UTC"))
     else:
         raise _bad(derived, name, kind, "a timestamp, or an integer with unit=")
-    return pc.strftime(values, format=_FORMATS[derived.transform], locale="C")
+    # Each distinct hour (day...) formatted once: the values floored to it, encoded, the few
+    # distinct ones formatted, taken back per row (strftime per row cost ~1 us a record).
+    floored = pc.floor_temporal(values, unit=derived.transform)
+    encoded = pc.dictionary_encode(floored)
+    texts = pc.strftime(encoded.dictionary, format=_FORMATS[derived.transform], locale="C")
+    return texts.take(encoded.indices)
 
 
 def shaped_schema(schema: pa.Schema, shape: Shape) -> pa.Schema:

@@ -135,3 +135,24 @@ def test_the_readers_land_a_file_per_partition_value_with_the_open_files_bounded
     assert sorted(found) == sorted(list(range(20)) * 2)
     assert {f["name"]: f["size"] for f in row["files"]} == {
         n: (tmp_path / n).stat().st_size for n in names}
+
+
+def test_a_derived_column_is_the_text_strftime_gives_each_value() -> None:
+    """Each distinct hour (day, month, year) is formatted once and taken back per row: the
+    same text as pyarrow's strftime of every value, before 1970 and nulls included."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from airflow_provider_kafka_spark.spark.shape import derive
+
+    rng = np.random.default_rng(3)
+    ms = pa.array(rng.integers(-5 * 10**12, 5 * 10**12, 5000), mask=rng.random(5000) < 0.1)
+    formats = {"year": "%Y", "month": "%Y-%m", "day": "%Y-%m-%d", "hour": "%Y-%m-%d-%H"}
+    for transform, text in formats.items():
+        for unit, values in (("ms", ms), ("s", pc.divide(ms, 1000)), ("us", pc.multiply(ms, 1000))):
+            expected = pc.strftime(pc.cast(values, pa.int64()).cast(pa.timestamp(unit, tz="UTC")),
+                                   format=text, locale="C")
+            assert derive(values, Derived("value.ts", transform, unit), "t").equals(expected)
+        naive = ms.cast(pa.timestamp("ms"))  # a timestamp without a zone is UTC
+        expected = pc.strftime(ms.cast(pa.timestamp("ms", tz="UTC")), format=text, locale="C")
+        assert derive(naive, Derived("value.ts", transform), "t").equals(expected)
