@@ -30,7 +30,11 @@ from airflow_provider_kafka_spark.spark.read.decode import (
     settle_left_to_spark,
 )
 from airflow_provider_kafka_spark.spark.read.landing import Landing
-from airflow_provider_kafka_spark.spark.read.marking import FieldDecoder, ReaderDecoding
+from airflow_provider_kafka_spark.spark.read.marking import (
+    DEAD_LETTER_SOURCES,
+    FieldDecoder,
+    ReaderDecoding,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +148,7 @@ class DecodedSlice:
             self._row = self._aggregate(self._cached)
             marked = self._cached
             if self._row["bad"]:
-                kept = [c for c in ("topic", "partition", "offset", "timestamp", "headers")
-                        if c in marked.columns]
+                kept = [c for c in DEAD_LETTER_SOURCES if c in marked.columns]
                 self.dead_letters = marked.where(_bad()).select(
                     F.col("raw_key").alias("key"), F.col("raw_value").alias("value"), *kept,
                     F.col("decode_error").alias("error"))

@@ -154,7 +154,8 @@ class ReaderDecoding:
     read (as ``StructType.json()``). A record only Spark decodes exactly raises
     :class:`LeftToSpark`; with ``settle_in_spark`` it is marked instead (:data:`LEFT_TO_SPARK`
     in ``decode_error``, both fields' bytes kept) for
-    :func:`~airflow_provider_kafka_spark.spark.decoded.settled` to decode in Spark."""
+    :func:`~airflow_provider_kafka_spark.spark.read.decode.settle_left_to_spark` to decode in
+    Spark."""
 
     key: FieldDecoder
     value: FieldDecoder
