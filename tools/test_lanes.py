@@ -90,25 +90,17 @@ KILLS_AND_TIMEOUTS = ("tests/integration/test_s3_faults.py",
 
 JOBS: tuple[Job, ...] = (
     # Everything of .venv but the deployed Airflow, the cluster tiers, the kills and timeouts:
-    # new test folders land here by themselves. 13.0 at 495fb32, plus tests/formats'
-    # test_marking.py and test_native_json.py (about 2.5 minutes alone, 2026-12-04).
+    # new test folders land here by themselves. The minutes: each job in the clean-clone run
+    # at a1ed799 (2026-12-04; the whole run 55 minutes).
     Job("main", (_pytest(VENV_BIN, "--ignore=tests/deployed",
-                         *(f"--ignore={d}" for d in (*CLUSTERS, *KILLS_AND_TIMEOUTS))),), 15.5),
-    # 11.7 at 495fb32, plus pinned_ranges' unreachable-cluster cases (13 s) and test_s3_faults'
-    # decoded landing (53 s, 2026-12-04).
-    Job("kills", (_pytest(VENV_BIN, *KILLS_AND_TIMEOUTS),), 12.8),
-    # 15.9 at 495fb32, plus test_retries_on_faults.py's 1.6 (2026-12-04).
-    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 17.5),
-    # 19.3 at 495fb32, plus tests/faults/network's 2.3 minutes (its own broker, Toxiproxy and
-    # eight tests, measured alone on 2026-12-04).
-    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 21.6),
-    # 12.1 at 495fb32, plus tests/tables/test_catalog_network_faults.py's 0.7 and
-    # test_partitioned_landing.py's 4.5 (2026-12-04).
+                         *(f"--ignore={d}" for d in (*CLUSTERS, *KILLS_AND_TIMEOUTS))),), 14.5),
+    Job("kills", (_pytest(VENV_BIN, *KILLS_AND_TIMEOUTS),), 12.2),
+    Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 15.2),
+    Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 19.4),
     Job("tables", (TABLES_SETUP, _pytest(TABLES_BIN, "tests/tables", *(
-        f"--ignore={f}" for f in (*TABLES_AIRFLOW, *TABLES_KILL)))), 17.3),
-    # 5.4 at 495fb32, plus the decoded landing's two kill points (1.5, 2026-12-04).
-    Job("tables-kill", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_KILL)), 6.9),
-    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 10.1),
+        f"--ignore={f}" for f in (*TABLES_AIRFLOW, *TABLES_KILL)))), 11.4),
+    Job("tables-kill", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_KILL)), 6.3),
+    Job("tables-airflow", (TABLES_SETUP, _pytest(TABLES_BIN, *TABLES_AIRFLOW)), 7.8),
 )
 
 def _q(args: Sequence[str]) -> str:
