@@ -254,10 +254,19 @@ def test_uploads_cut_mid_stream_fail_retryably_publish_nothing_and_the_retry_lan
     assert raised.value.retryable, repr(raised.value)
     assert published_files(path, proxied_s3) == []
 
-    ingest(spark, ranges, proxied_kafka.config, FileSink(path, s3=proxied_s3))
-    files = published_files(path, proxied_s3)
+    retry_lands_once(spark, ranges, proxied_kafka.config, path, proxied_s3, records,
+                     s3_endpoint, s3_bucket)
+
+
+def retry_lands_once(spark: Any, ranges: Any, config: dict[str, Any], path: str,
+                     settings: S3Settings, records: list[Record], endpoint: S3Endpoint,
+                     bucket: str) -> None:
+    """The ingest again publishes every record once, and the folder holds only its objects
+    and the manifest."""
+    ingest(spark, ranges, config, FileSink(path, s3=settings))
+    files = published_files(path, settings)
     assert landed(spark, files) == Counter(records)
-    assert listing(s3_endpoint, s3_bucket, "hour") == sorted(
+    assert listing(endpoint, bucket, "hour") == sorted(
         [objects.MANIFEST_NAME, *(f.rsplit("/", 1)[1] for f in files)])
 
 
@@ -294,11 +303,8 @@ def test_the_manifest_put_reset_publishes_nothing_retryably_and_the_retry_lands_
     assert "Nothing was published" in str(raised.value)
     assert published_files(path, proxied_s3) == []
 
-    ingest(spark, ranges, proxied_kafka.config, FileSink(path, s3=proxied_s3))
-    files = published_files(path, proxied_s3)
-    assert landed(spark, files) == Counter(records)
-    assert listing(s3_endpoint, s3_bucket, "hour") == sorted(
-        [objects.MANIFEST_NAME, *(f.rsplit("/", 1)[1] for f in files)])
+    retry_lands_once(spark, ranges, proxied_kafka.config, path, proxied_s3, records,
+                     s3_endpoint, s3_bucket)
 
 
 # -- Schema Registry --------------------------------------------------------------------------
