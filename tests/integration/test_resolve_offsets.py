@@ -445,8 +445,7 @@ def test_deleted_records_are_data_loss(kafka_config, kafka_admin, new_topic):
     assert err.value.lost == {(name, 0): 2}
 
 
-def test_partitions_not_led_yet_are_asked_again_and_named_when_the_timeout_runs_out(
-        kafka_config, new_topic):
+def test_partitions_not_led_yet_are_asked_again_until_each_answers(kafka_config, new_topic):
     # The metadata shows every partition of a new topic led (new_topic waits for that) seconds
     # before its broker serves them all: until a partition's log is ready, the broker answers
     # NOT_LEADER_OR_FOLLOWER for it (1200 partitions: ~16s on a quiet 2-core machine).
@@ -456,13 +455,14 @@ def test_partitions_not_led_yet_are_asked_again_and_named_when_the_timeout_runs_
         resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest",
                         timeout=1)
     elapsed = time.monotonic() - started
+    # Which error a second gives depends on the broker's pace (measured: the partitions not led
+    # yet, named, or the leader query itself timed out under load); each says what to do.
+    # tests/unit/test_offset_lookup_errors.py holds each message exactly.
     message = str(caught.value)
-    found = re.search(r"listing the earliest offsets \(read_committed\): (\d+) of 1200 "
-                      r"partition\(s\) still answered Broker: Not leader for partition when "
-                      rf"the timeout ran out \({re.escape(name)}/\d+, ", message)
-    assert found and 0 < int(found.group(1)) <= 1200, message
-    assert ("their leaders are not settled yet (a topic created a moment ago, or a leader "
-            "that moved). Retry, or raise timeout=.") in message, message
+    assert message.startswith("listing the earliest offsets (read_committed): "), message
+    assert ("their leaders are not settled yet" in message
+            or "did not answer in time" in message), message
+    assert "raise timeout=." in message, message
     assert elapsed < 1 + 3, elapsed
     # Within a timeout long enough, the resolution asks again until every partition answers.
     ranges = resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest",
