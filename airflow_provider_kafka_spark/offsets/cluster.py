@@ -87,6 +87,19 @@ seconds later; a request stuck on it must not use up the whole timeout."""
 AUTHENTICATION_PROBE_S = 1.0
 """Seconds of each metadata request before the client is polled for authentication failures."""
 
+MIN_REQUEST_S = 0.5
+"""The shortest ``request_timeout`` this package gives an admin request, also when less of the
+caller's timeout is left: librdkafka's ListOffsets given a few milliseconds crashes the process
+(a segfault in its leader lookup, measured with confluent-kafka 2.16.1: 1 ms at once, 100 ms
+never in 48 s of calls), and a request that short cannot be answered anyway."""
+
+
+def request_seconds(deadline: float) -> float:
+    """The ``request_timeout`` of an admin request due by ``deadline`` (``time.monotonic()``):
+    what is left of it, at least :data:`MIN_REQUEST_S`."""
+    return max(deadline - time.monotonic(), MIN_REQUEST_S)
+
+
 CONNECT_TIMEOUT_S = 10.0
 """Seconds an operation's first request, for the cluster's metadata, waits for some broker of
 ``bootstrap.servers`` to answer (the operation's ``timeout`` when that is shorter). No answer
@@ -286,7 +299,7 @@ def retry_transient(call: Callable[[float], T], what: str, deadline: float) -> T
     """
     pause = 0.1
     while True:
-        left = max(deadline - time.monotonic(), 0.001)
+        left = request_seconds(deadline)
         try:
             return call(min(left, ATTEMPT_S))
         except (KafkaException, TimeoutError) as exc:
@@ -340,7 +353,8 @@ def newest_timestamps(admin: AdminClient, partitions: list[Key],
     newest: dict[Key, int | None] = {}
     futures = admin.list_offsets(
         {TopicPartition(t, p): KafkaOffsetSpec.max_timestamp() for t, p in partitions},
-        isolation_level=IsolationLevel.READ_UNCOMMITTED, request_timeout=timeout,
+        isolation_level=IsolationLevel.READ_UNCOMMITTED,
+        request_timeout=max(timeout, MIN_REQUEST_S),
     )
     for tp, future in futures.items():
         try:
@@ -413,7 +427,7 @@ class OffsetLookup:
             while pending:
                 if time.monotonic() >= self.deadline:
                     raise self._unsettled(what, pending, errors, last_error)
-                wait = min(max(self.deadline - time.monotonic(), 0.001), ATTEMPT_S)
+                wait = min(request_seconds(self.deadline), ATTEMPT_S)
                 futures = self.admin.list_offsets(
                     {TopicPartition(t, p): spec for t, p in pending},
                     isolation_level=level,
@@ -506,7 +520,7 @@ def readable_ranges(admin: AdminClient, cluster: str, ranges: OffsetRanges,
                  "(ACLs), or resolve the offsets again.")
     reach_cluster(admin, cluster, timeout, what)  # no broker, or a refused login, fails here
     try:
-        left = max(deadline - time.monotonic(), 0.001)
+        left = request_seconds(deadline)
         futures = admin.list_offsets(
             {TopicPartition(r.topic, r.partition): KafkaOffsetSpec.earliest()
              for r in ranges if r.size > 0},

@@ -12,8 +12,12 @@ The module's topic has 3 partitions, all timestamps explicit (CreateTime), one m
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import textwrap
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -468,6 +472,37 @@ def test_partitions_not_led_yet_are_asked_again_until_each_answers(kafka_config,
     ranges = resolve_offsets(kafka_config, Subscription.topics([name]), "earliest", "latest",
                              timeout=120)
     assert len(ranges) == 1200 and ranges.is_empty()
+
+
+def test_offset_requests_near_the_deadline_never_crash_the_process(kafka_config, new_topic):
+    # librdkafka's ListOffsets given a request_timeout of a few milliseconds segfaults in its
+    # leader lookup (a topic whose partitions are not served yet): the resolution's last try
+    # before its deadline gave it what was left. A process of its own, so that a crash is this
+    # test's failure, not the end of the run.
+    name = new_topic(partitions=600)
+    code = textwrap.dedent(f"""
+        import itertools, time
+        from confluent_kafka.admin import AdminClient
+        from airflow_provider_kafka_spark.errors import OffsetResolutionError
+        from airflow_provider_kafka_spark.offsets.cluster import list_offsets, reach_cluster
+        admin = AdminClient({kafka_config!r})
+        reach_cluster(admin, "the test's cluster", 10)
+        calls, end = 0, time.monotonic() + 5
+        for timeout in itertools.cycle((0.002, 0.005, 0.01, 0.02)):
+            if time.monotonic() > end:
+                break
+            try:
+                list_offsets(admin, [({name!r}, p) for p in range(600)], "earliest",
+                             isolation_level="read_committed", timeout=timeout)
+            except OffsetResolutionError:
+                pass
+            calls += 1
+        print(calls)
+    """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])
+    assert int(done.stdout.split()[-1]) > 0
 
 
 def test_resolution_is_batched_for_many_partitions(kafka_config, new_topic, monkeypatch):
