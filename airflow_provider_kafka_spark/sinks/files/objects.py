@@ -261,15 +261,36 @@ class ObjectRun:
                                    Body=body.encode("utf-8"), ContentType="application/json",
                                    **condition)
         except Exception as exc:
-            if error_code(exc) in _LOST_RACE:
+            # The store may have carried out a PUT whose answer was lost (a reset, a timeout):
+            # the client's retry of the conditional PUT is then refused by the manifest this
+            # attempt wrote itself, and a failure of the last try says nothing of the first.
+            ours = self._holds_manifest(body)
+            if ours:
+                log.info("The manifest PUT to %s failed (%s), but the manifest there is this "
+                         "attempt's (the store carried out a try whose answer was lost): the "
+                         "run is published.", self.path, error_line(exc, 200))
+            elif error_code(exc) in _LOST_RACE and ours is not None:
                 raise PublishConflictError(
                     f"another run published {self.path} while this attempt wrote it (the "
                     f"manifest changed: S3 answered {error_code(exc)}). Nothing of this attempt "
                     "was published. Run one writer per folder; a retry publishes this "
                     "slice over the other run's.") from exc
-            raise store_error(exc, "publish the manifest", self._where(MANIFEST_NAME),
-                              hint="Nothing was published.") from exc
+            else:
+                raise store_error(exc, "publish the manifest", self._where(MANIFEST_NAME), hint=(
+                    "Nothing was published." if ours is not None else
+                    "Whether it was published is unknown (the manifest could not be read back "
+                    "either); a retry publishes this slice again.")) from exc
         self._clean(set(names))
+
+    def _holds_manifest(self, body: str) -> bool | None:
+        """Whether the manifest at the folder is ``body`` (this attempt's: its objects' names
+        are its own); None when it cannot be read."""
+        try:
+            there = self.client.get_object(Bucket=self.bucket,
+                                           Key=self.key(MANIFEST_NAME))["Body"].read()
+        except Exception as exc:
+            return False if error_code(exc) in ("404", "NoSuchKey", "NotFound") else None
+        return bool(there == body.encode("utf-8"))
 
     def _check_unchanged(self) -> None:
         """Raise :class:`PublishConflictError` when the manifest is not the one
