@@ -30,7 +30,8 @@ CONNECT_TIMEOUT_S = 5.0
 READ_TIMEOUT_S = 60.0
 """How long a client waits for an answer, per attempt."""
 ATTEMPTS = 3
-"""How many times a call is tried (the SDK's standard retries: throttling, 5xx, resets)."""
+"""How many times a failed call is tried again (boto3's ``max_attempts`` of its standard
+retries: throttling, 5xx, resets; a call is sent at most 4 times)."""
 
 
 def is_s3(uri: str) -> bool:
@@ -146,7 +147,7 @@ class S3Settings:
 
     def client(self) -> Any:
         """A boto3 S3 client with these settings (timeouts :data:`CONNECT_TIMEOUT_S`,
-        :data:`READ_TIMEOUT_S`, :data:`ATTEMPTS` attempts), one per process and settings
+        :data:`READ_TIMEOUT_S`, :data:`ATTEMPTS` retries), one per process and settings
         (a new client costs about 0.1 CPU-s, mostly botocore reading its service model;
         boto3's clients are thread-safe).
 

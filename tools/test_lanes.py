@@ -82,6 +82,7 @@ CLUSTERS = ("tests/cluster", "tests/faults", "tests/secured", "tests/wheel")
 # .venv's tests that kill drivers, tasks and servers or wait out timeouts (about half of the
 # rest's time, a third of its CPU): a job of their own, beside the rest.
 KILLS_AND_TIMEOUTS = ("tests/integration/test_s3_faults.py",
+                      "tests/integration/test_s3_answers.py",
                       "tests/integration/test_write_kafka_killpoints.py",
                       "tests/integration/test_unreachable_cluster.py",
                       "tests/integration/test_write_kafka_inputs.py",
@@ -94,7 +95,7 @@ JOBS: tuple[Job, ...] = (
     # at a1ed799 (2026-12-04; the whole run 55 minutes).
     Job("main", (_pytest(VENV_BIN, "--ignore=tests/deployed",
                          *(f"--ignore={d}" for d in (*CLUSTERS, *KILLS_AND_TIMEOUTS))),), 14.5),
-    Job("kills", (_pytest(VENV_BIN, *KILLS_AND_TIMEOUTS),), 12.2),
+    Job("kills", (_pytest(VENV_BIN, *KILLS_AND_TIMEOUTS),), 14.2),  # + test_s3_answers 2.0
     Job("deployed", (_pytest(VENV_BIN, "tests/deployed"),), 15.2),
     Job("clusters", (_pytest(VENV_BIN, *CLUSTERS),), 19.4),
     Job("tables", (TABLES_SETUP, _pytest(TABLES_BIN, "tests/tables", *(

@@ -239,8 +239,13 @@ class ObjectRun:
         """Check that every object of ``names`` is there, PUT the manifest (with ``names`` as
         its ``files``) conditionally, then clean up (see step 3).
 
+        A PUT that fails (a refused condition included) is checked by reading the manifest
+        back: when it is this attempt's (the store carried out a try whose answer was lost, and
+        the client's retry met it), the run is published.
+
         Raises:
-            SinkError: an object is missing, or the PUT failed; nothing was published.
+            SinkError: an object is missing, or the PUT failed; nothing was published (or, when
+                the manifest could not be read back either, the message says it is unknown).
             PublishConflictError: another writer published the folder since :meth:`inspect`.
         """
         self.written.update(names)
