@@ -66,6 +66,8 @@ folder, copied up and deleted before the read."""
 _SPARK_JOB = re.compile(r"^part-\d{5}-([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
                         r"[0-9a-f]{12})")
 _LOST_RACE = ("PreconditionFailed", "ConditionalRequestConflict", "412", "409")
+_MISSING = ("404", "NoSuchKey", "NotFound")
+"""The error codes of an object that is not there (a GET says NoSuchKey, a HEAD only 404)."""
 
 
 class PublishConflictError(SinkError):
@@ -121,7 +123,7 @@ class ObjectRun:
             head = self.client.head_object(Bucket=self.bucket, Key=self.key(MANIFEST_NAME))
             self.previous_etag = head["ETag"]
         except Exception as exc:
-            if error_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+            if error_code(exc) not in _MISSING:
                 raise store_error(exc, "read the manifest", self._where(MANIFEST_NAME)) from exc
             self.previous_etag = None
         probe = self.key(f"{PROBE_MARK}{uuid.uuid4().hex}")
@@ -294,7 +296,7 @@ class ObjectRun:
             there = self.client.get_object(Bucket=self.bucket,
                                            Key=self.key(MANIFEST_NAME))["Body"].read()
         except Exception as exc:
-            return False if error_code(exc) in ("404", "NoSuchKey", "NotFound") else None
+            return False if error_code(exc) in _MISSING else None
         return bool(there == body.encode("utf-8"))
 
     def _check_unchanged(self) -> None:
@@ -304,7 +306,7 @@ class ObjectRun:
             now: str | None = self.client.head_object(
                 Bucket=self.bucket, Key=self.key(MANIFEST_NAME))["ETag"]
         except Exception as exc:
-            if error_code(exc) not in ("404", "NoSuchKey", "NotFound"):
+            if error_code(exc) not in _MISSING:
                 raise store_error(exc, "read the manifest", self._where(MANIFEST_NAME),
                                   hint="Nothing was published.") from exc
             now = None
@@ -378,7 +380,7 @@ def published_names(client: Any, bucket: str, manifest_key: str) -> list[str]:
     try:
         body = client.get_object(Bucket=bucket, Key=manifest_key)["Body"].read()
     except Exception as exc:
-        if error_code(exc) in ("404", "NoSuchKey", "NotFound"):
+        if error_code(exc) in _MISSING:
             return []
         raise
     return list(json.loads(body).get("files", ()))
